@@ -1,0 +1,3 @@
+//! The `#[idempotent]` attribute for axum handlers.
+//!
+//! Use it through `idem-core`, which re-exports it as `idem_core::idempotent`.
