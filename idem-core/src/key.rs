@@ -1,8 +1,65 @@
 //! The `Idempotency-Key` request header (SPEC §2).
 //!
-//! INTERFACE STUB: to be implemented. The public surface below is fixed; the bodies are not.
+//! ```
+//! use http::{HeaderMap, HeaderValue};
+//! use idem_core::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax};
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert(
+//!     IDEMPOTENCY_KEY,
+//!     HeaderValue::from_static(r#""8e03978e-40d5-43e8-bc93-6894a57f9324""#),
+//! );
+//! let key = IdempotencyKey::from_headers(&headers, KeySyntax::Lenient)?.expect("header is set");
+//! assert_eq!(key.as_str(), "8e03978e-40d5-43e8-bc93-6894a57f9324");
+//!
+//! // Stripe's bare spelling names the same key.
+//! let bare = HeaderValue::from_static("8e03978e-40d5-43e8-bc93-6894a57f9324");
+//! assert_eq!(IdempotencyKey::parse(&bare, KeySyntax::Lenient)?, key);
+//!
+//! // The strict syntax accepts only the quoted spelling of the IETF draft.
+//! assert_eq!(
+//!     IdempotencyKey::parse(&bare, KeySyntax::Strict),
+//!     Err(KeyError::Unquoted),
+//! );
+//!
+//! // No header, no key: whether that is an error is the caller's decision.
+//! assert_eq!(IdempotencyKey::from_headers(&HeaderMap::new(), KeySyntax::Lenient)?, None);
+//! # Ok::<(), KeyError>(())
+//! ```
+//!
+//! # Spellings
+//!
+//! - **Quoted** (the IETF draft): an RFC 9651 sf-string, `"abc"`. The key is the string's content,
+//!   with the escapes `\"` and `\\` resolved. Parameters after the string (`"abc";v=1`) are
+//!   ignored, as RFC 9651 asks of parameters a field does not define.
+//! - **Bare** (Stripe): the header value taken verbatim, `abc`. Nothing in a bare value is special
+//!   except a comma, so `abc;v=1` is the seven-character key `abc;v=1`.
+//!
+//! `"abc"` and `abc` are the same key. [`KeySyntax::Strict`] accepts only the quoted spelling.
+//!
+//! # Validation
+//!
+//! A key is 1 to [`MAX_KEY_LEN`] visible ASCII characters (`0x21..=0x7E`, so no spaces), counted
+//! after unquoting. Whitespace (space or tab) around the header value is not part of the key.
+//!
+//! A request carries at most one key. Several `Idempotency-Key` header lines are rejected, and so
+//! is a list in one line: a quoted value followed by more members (`"a", "b"`), or a bare value
+//! containing a comma (`a,b`), which is how a proxy folds repeated lines into one. A bare key
+//! therefore cannot contain a comma; a quoted one can (`"a,b"` is the key `a,b`).
+//!
+//! # Errors
+//!
+//! Each failure is a [`KeyError`] whose message is written for the client: it is the `detail` of the
+//! 400 Problem Details answer. Positions in messages count characters from 1 in the header value,
+//! after the surrounding whitespace is removed. When a request has several faults, the first one
+//! found is reported, checked in this order: several header lines, a byte outside ASCII anywhere
+//! in the value, an empty value, a bare value under the strict syntax, a list of values, a
+//! malformed quoted string, then the characters of the key and its length.
 
-use http::{HeaderMap, HeaderName};
+use std::borrow::Cow;
+use std::fmt;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// The `Idempotency-Key` header name.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -13,7 +70,7 @@ pub const MAX_KEY_LEN: usize = 255;
 /// Which spellings of the header value are accepted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KeySyntax {
-    /// An RFC 9651 sf-string (`"abc"`, the IETF draft) or a bare token (`abc`, Stripe's form).
+    /// An RFC 9651 sf-string (`"abc"`, the IETF draft) or a bare value (`abc`, Stripe's form).
     #[default]
     Lenient,
     /// Only an RFC 9651 sf-string, as the IETF draft specifies.
@@ -21,28 +78,327 @@ pub enum KeySyntax {
 }
 
 /// A parsed idempotency key: 1 to 255 visible ASCII characters, unquoted.
+///
+/// There is deliberately no `Display`, and `Debug` shows only the length, so that a key does not
+/// end up in logs by accident: it is a client-chosen value that can be as sensitive as a token.
+/// Use [`as_str`](Self::as_str) where the key itself is needed.
+///
+/// ```
+/// use idem_core::key::IdempotencyKey;
+///
+/// let key = IdempotencyKey::new("8e03978e-40d5-43e8-bc93-6894a57f9324")?;
+/// assert_eq!(format!("{key:?}"), "IdempotencyKey(len=36)");
+/// # Ok::<(), idem_core::key::KeyError>(())
+/// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(Box<str>);
 
 impl IdempotencyKey {
+    /// Makes a key from a string that is already the key itself, without quotes: it must be 1 to
+    /// [`MAX_KEY_LEN`] visible ASCII characters.
+    ///
+    /// Unlike [`parse`](Self::parse), nothing is unquoted, trimmed or split on commas: `"a,b"` as a
+    /// Rust string is the five-character key with its quotes.
+    ///
+    /// ```
+    /// use idem_core::key::{IdempotencyKey, KeyError};
+    ///
+    /// assert_eq!(IdempotencyKey::new("order-42")?.as_str(), "order-42");
+    /// assert_eq!(
+    ///     IdempotencyKey::new("order 42"),
+    ///     Err(KeyError::InvalidCharacter { position: 6, byte: b' ' }),
+    /// );
+    /// # Ok::<(), KeyError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError::Empty`], [`KeyError::InvalidCharacter`] or [`KeyError::TooLong`].
+    pub fn new(key: impl Into<String>) -> Result<Self, KeyError> {
+        let key = key.into();
+        check_key(&key, |index| index + 1)?;
+        Ok(Self(key.into_boxed_str()))
+    }
+
+    /// Parses one `Idempotency-Key` header value, in either spelling that `syntax` allows.
+    ///
+    /// ```
+    /// use http::HeaderValue;
+    /// use idem_core::key::{IdempotencyKey, KeyError, KeySyntax};
+    ///
+    /// let quoted = HeaderValue::from_static(r#""a\"b";v=1"#);
+    /// assert_eq!(IdempotencyKey::parse(&quoted, KeySyntax::Strict)?.as_str(), r#"a"b"#);
+    ///
+    /// let folded = HeaderValue::from_static("abc, def");
+    /// assert_eq!(IdempotencyKey::parse(&folded, KeySyntax::Lenient), Err(KeyError::Multiple));
+    /// # Ok::<(), KeyError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Any [`KeyError`]; the [module documentation](self) lists the rules.
+    pub fn parse(value: &HeaderValue, syntax: KeySyntax) -> Result<Self, KeyError> {
+        // `HeaderValue` already excludes control characters other than tab, and `to_str` fails
+        // exactly on the obs-text bytes (0x80..=0xFF) that remain.
+        let Ok(text) = value.to_str() else {
+            return Err(first_non_ascii(trim_ows(value.as_bytes())));
+        };
+        let text = text.trim_matches([' ', '\t']);
+        if text.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        if text.starts_with('"') {
+            return parse_quoted(text);
+        }
+        if syntax == KeySyntax::Strict {
+            return Err(KeyError::Unquoted);
+        }
+        if text.contains(',') {
+            return Err(KeyError::Multiple);
+        }
+        check_key(text, |index| index + 1)?;
+        Ok(Self(text.into()))
+    }
+
     /// The key without quotes or escapes.
+    #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
     /// Reads the key from request headers: `Ok(None)` when the header is absent.
+    ///
+    /// ```
+    /// use http::{HeaderMap, HeaderValue};
+    /// use idem_core::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.append(IDEMPOTENCY_KEY, HeaderValue::from_static("a"));
+    /// headers.append(IDEMPOTENCY_KEY, HeaderValue::from_static("b"));
+    /// assert_eq!(
+    ///     IdempotencyKey::from_headers(&headers, KeySyntax::Lenient),
+    ///     Err(KeyError::Multiple),
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError::Multiple`] when the header appears more than once, whatever the lines hold;
+    /// otherwise what [`parse`](Self::parse) returns for the one value.
     pub fn from_headers(headers: &HeaderMap, syntax: KeySyntax) -> Result<Option<Self>, KeyError> {
-        let _ = (headers, syntax);
-        unimplemented!()
+        let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+        let Some(value) = values.next() else {
+            return Ok(None);
+        };
+        if values.next().is_some() {
+            return Err(KeyError::Multiple);
+        }
+        Self::parse(value, syntax).map(Some)
+    }
+}
+
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IdempotencyKey(len={})", self.0.len())
     }
 }
 
 /// Why a header value is not a valid key. Each variant becomes a 400 Problem Details answer whose
 /// `detail` is this error's message.
+///
+/// Positions count characters from 1 in the header value, after surrounding whitespace is removed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyError {
-    /// The header carried several values.
-    #[error("the Idempotency-Key header must appear once, with a single value")]
+    /// The header carried several values: repeated header lines, or a list in one line.
+    #[error(
+        "the Idempotency-Key header must appear once, with a single value (a key that contains a \
+         comma must be sent as a quoted string, e.g. `\"a,b\"`)"
+    )]
     Multiple,
+    /// The value is empty: an empty header, or the empty quoted string `""`.
+    #[error("the Idempotency-Key is empty; a key is 1 to {MAX_KEY_LEN} visible ASCII characters")]
+    Empty,
+    /// The key is longer than [`MAX_KEY_LEN`] characters.
+    #[error("the Idempotency-Key is {len} characters long; the maximum is {MAX_KEY_LEN}")]
+    TooLong {
+        /// The key's length in characters, after unquoting.
+        len: usize,
+    },
+    /// The key contains a character that is not visible ASCII: a space, a control character or a
+    /// byte outside ASCII.
+    #[error(
+        "character {position} of the Idempotency-Key is {}; a key may contain only visible ASCII \
+         characters: letters, digits and punctuation",
+        describe_byte(*.byte)
+    )]
+    InvalidCharacter {
+        /// Where the character is, counting from 1.
+        position: usize,
+        /// The offending byte (for a character outside ASCII, the first byte of its encoding).
+        byte: u8,
+    },
+    /// The strict syntax is in force and the value is not a quoted string.
+    #[error("the Idempotency-Key must be a quoted string, e.g. `Idempotency-Key: \"abc\"`")]
+    Unquoted,
+    /// The value opens a quoted string that never closes.
+    #[error(
+        "the Idempotency-Key starts with a quote but has no closing quote; a quoted key looks \
+         like `\"abc\"`"
+    )]
+    UnterminatedString,
+    /// A backslash in a quoted value escapes something other than `"` or `\`.
+    #[error(
+        "the Idempotency-Key has an invalid escape at character {position}; inside quotes a \
+         backslash may only precede `\"` or `\\`"
+    )]
+    InvalidEscape {
+        /// Where the backslash is, counting from 1.
+        position: usize,
+    },
+    /// Something other than well-formed RFC 9651 parameters follows the closing quote.
+    #[error(
+        "the Idempotency-Key has unexpected characters after its closing quote, at character \
+         {position}; send the quoted key alone, e.g. `\"abc\"`"
+    )]
+    TrailingCharacters {
+        /// Where the first unexpected character is, counting from 1.
+        position: usize,
+    },
+}
+
+/// Names a byte a key may not contain instead of echoing it: a control character or a stray byte
+/// would be invisible or mangled in the client's output.
+fn describe_byte(byte: u8) -> &'static str {
+    match byte {
+        b' ' => "a space",
+        b'\t' => "a tab",
+        0x7F => "DEL, a control character",
+        0x00..=0x1F => "a control character",
+        0x80..=0xFF => "not ASCII",
+        // Only reached if a visible character is ever reported by mistake; say something true.
+        _ => "not allowed here",
+    }
+}
+
+fn is_key_byte(byte: u8) -> bool {
+    (0x21..=0x7E).contains(&byte)
+}
+
+fn trim_ows(mut bytes: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = bytes {
+        bytes = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = bytes {
+        bytes = rest;
+    }
+    bytes
+}
+
+fn first_non_ascii(bytes: &[u8]) -> KeyError {
+    // Called once `to_str` has failed, so such a byte exists; the fallback only keeps this total.
+    let (index, &byte) = bytes
+        .iter()
+        .enumerate()
+        .find(|&(_, &byte)| !byte.is_ascii())
+        .unwrap_or((0, &0x80));
+    KeyError::InvalidCharacter {
+        position: index + 1,
+        byte,
+    }
+}
+
+/// The character and length rules every key obeys, whatever its spelling. `position` maps an index
+/// in `key` to the position reported to the client, which differs from it for a quoted key.
+fn check_key(key: &str, position: impl FnOnce(usize) -> usize) -> Result<(), KeyError> {
+    if key.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    if let Some((index, byte)) = key.bytes().enumerate().find(|&(_, b)| !is_key_byte(b)) {
+        return Err(KeyError::InvalidCharacter {
+            position: position(index),
+            byte,
+        });
+    }
+    // Every byte is ASCII by now, so the byte length is the character count the client sees.
+    if key.len() > MAX_KEY_LEN {
+        return Err(KeyError::TooLong { len: key.len() });
+    }
+    Ok(())
+}
+
+/// Parses a value that starts with `"` as an RFC 9651 sf-string item.
+fn parse_quoted(text: &str) -> Result<IdempotencyKey, KeyError> {
+    // Parsing into a borrowed string keeps the common case (no escapes) free of allocations, and
+    // the item visitor for it skips the parameters without building a map of them.
+    match sfv::Parser::new(text).parse_item::<Cow<'_, sfv::StringRef>>() {
+        Ok(content) => {
+            check_key(content.as_str(), |index| {
+                quoted_position(text.as_bytes(), index)
+            })?;
+            Ok(IdempotencyKey(match content {
+                Cow::Borrowed(content) => content.as_str().into(),
+                Cow::Owned(content) => String::from(content).into_boxed_str(),
+            }))
+        }
+        Err(error) => {
+            // Only worth a second parse once the value is known to be invalid as a single item.
+            if sfv::Parser::new(text)
+                .parse::<sfv::List>()
+                .is_ok_and(|list| list.len() > 1)
+            {
+                return Err(KeyError::Multiple);
+            }
+            Err(diagnose_quoted(text.as_bytes(), error.index()))
+        }
+    }
+}
+
+/// Maps an index in the unescaped content of a well-formed sf-string back to its position in the
+/// raw value, so that the client is told where the character is in what it sent.
+fn quoted_position(raw: &[u8], content_index: usize) -> usize {
+    let mut raw_index = 1;
+    for _ in 0..content_index {
+        raw_index += if raw.get(raw_index) == Some(&b'\\') {
+            2
+        } else {
+            1
+        };
+    }
+    raw_index + 1
+}
+
+/// Explains why sfv rejected a value that starts with `"`, by walking the sf-string grammar
+/// (RFC 9651 §4.2.5) to the first fault. sfv's own error carries only an index and a message
+/// meant for developers, not one fit to send to a client.
+fn diagnose_quoted(raw: &[u8], sfv_index: Option<usize>) -> KeyError {
+    let mut index = 1;
+    loop {
+        match raw.get(index) {
+            None => return KeyError::UnterminatedString,
+            Some(b'"') => break,
+            Some(b'\\') => match raw.get(index + 1) {
+                None => return KeyError::UnterminatedString,
+                Some(b'"' | b'\\') => index += 2,
+                Some(_) => {
+                    return KeyError::InvalidEscape {
+                        position: index + 1,
+                    };
+                }
+            },
+            Some(&byte) if !is_key_byte(byte) => {
+                return KeyError::InvalidCharacter {
+                    position: index + 1,
+                    byte,
+                };
+            }
+            Some(_) => index += 1,
+        }
+    }
+    // The string itself is well formed, so the fault lies after it. sfv points at the character
+    // it could not take (past the end for a dangling `;`); the first one after the quote will do
+    // if it does not say.
+    let after_quote = index + 1;
+    let at = sfv_index.map_or(after_quote, |at| at.max(after_quote).min(raw.len() - 1));
+    KeyError::TrailingCharacters { position: at + 1 }
 }
