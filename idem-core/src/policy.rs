@@ -1,0 +1,275 @@
+//! The per-route policy: how long records live, whose keys they are, what happens on conflict.
+//!
+//! A [`Policy`] is a small `Copy` value built with `const fn`s, so an annotated handler
+//! carries its policy as a constant and the layer form takes the same value.
+//!
+//! ```
+//! use std::time::Duration;
+//! use idem_core::{OnConflict, Policy, Scope};
+//!
+//! const PAYMENTS: Policy = Policy::new()
+//!     .ttl(Duration::from_secs(24 * 60 * 60))
+//!     .scope(Scope::User)
+//!     .on_conflict(OnConflict::Wait(Duration::from_secs(5)));
+//! assert!(PAYMENTS.validate().is_ok());
+//! ```
+
+use std::time::Duration;
+
+use http::HeaderName;
+
+use crate::{fingerprint::FingerprintMode, key::KeySyntax, scope::Scope};
+
+/// What a request does when the first request with its key is still in flight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Answer 409 Problem Details with `Retry-After` at once (the default).
+    #[default]
+    Reject,
+    /// Wait up to this long for the first request to finish and replay its result; 409 if it
+    /// is still running then.
+    Wait(Duration),
+}
+
+/// What a request does when the idempotency store fails or times out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnStoreError {
+    /// Refuse with 503 Problem Details and `Retry-After` (the default): no operation runs
+    /// without the guarantee.
+    #[default]
+    Fail,
+    /// Run the handler without idempotency, and log that it did. For operations where running
+    /// twice is cheaper than not running.
+    Run,
+}
+
+/// The idempotency policy of a route. Every setting has the default the documentation names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Policy {
+    pub(crate) ttl: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) scope: Scope,
+    pub(crate) required: bool,
+    pub(crate) on_conflict: OnConflict,
+    pub(crate) on_store_error: OnStoreError,
+    pub(crate) store_server_errors: bool,
+    pub(crate) fingerprint: FingerprintMode,
+    pub(crate) key_syntax: KeySyntax,
+    pub(crate) max_stored_body: usize,
+    pub(crate) replay_set_cookie: bool,
+    pub(crate) exclude_headers: &'static [HeaderName],
+    pub(crate) retry_after: Duration,
+}
+
+/// A [`Policy`] that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A duration that must be positive is zero.
+    #[error("`{0}` must be greater than zero")]
+    Zero(&'static str),
+    /// The TTL is shorter than the lease, so a completed record would outlive its result
+    /// for less time than a crashed request blocks its key: almost certainly swapped values.
+    #[error("`ttl` ({ttl:?}) is shorter than `lease` ({lease:?})")]
+    TtlShorterThanLease {
+        /// The configured TTL.
+        ttl: Duration,
+        /// The configured lease.
+        lease: Duration,
+    },
+}
+
+impl Policy {
+    /// The default TTL of a completed record: 24 hours, as Stripe keeps keys.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+    /// The default lease of an in-flight record: 60 seconds.
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+    /// The default cap on a stored response body: 1 MiB.
+    pub const DEFAULT_MAX_STORED_BODY: usize = 1024 * 1024;
+
+    /// The default policy: TTL 24h, lease 60s, user scope, key required, reject conflicts,
+    /// fail closed on store errors, release 5xx, canonical JSON fingerprints, lenient key
+    /// syntax, a 1 MiB cap on stored bodies, `Set-Cookie` not replayed.
+    pub const fn new() -> Self {
+        Self {
+            ttl: Self::DEFAULT_TTL,
+            lease: Self::DEFAULT_LEASE,
+            scope: Scope::User,
+            required: true,
+            on_conflict: OnConflict::Reject,
+            on_store_error: OnStoreError::Fail,
+            store_server_errors: false,
+            fingerprint: FingerprintMode::Json,
+            key_syntax: KeySyntax::Lenient,
+            max_stored_body: Self::DEFAULT_MAX_STORED_BODY,
+            replay_set_cookie: false,
+            exclude_headers: &[],
+            retry_after: Duration::from_secs(1),
+        }
+    }
+
+    /// How long a completed record is replayed, counted from its completion.
+    pub const fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long an in-flight record blocks its key without a heartbeat. While the handler
+    /// runs, the lease is renewed every third of it; a process that dies leaves a lease that
+    /// lapses, after which a retry may run the operation again.
+    pub const fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Whose keys these records are.
+    pub const fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Whether a request without a key is refused with 400 (`true`, the default) or runs
+    /// without idempotency.
+    pub const fn required(mut self, required: bool) -> Self {
+        self.required = required;
+        self
+    }
+
+    /// What a request does while the first request with its key is in flight.
+    pub const fn on_conflict(mut self, on_conflict: OnConflict) -> Self {
+        self.on_conflict = on_conflict;
+        self
+    }
+
+    /// What a request does when the store fails.
+    pub const fn on_store_error(mut self, on_store_error: OnStoreError) -> Self {
+        self.on_store_error = on_store_error;
+        self
+    }
+
+    /// Whether 5xx responses are stored and replayed, as Stripe does (`true`), or the key is
+    /// released so a retry runs the operation again (`false`, the default).
+    pub const fn store_server_errors(mut self, store: bool) -> Self {
+        self.store_server_errors = store;
+        self
+    }
+
+    /// How the request body enters the fingerprint.
+    pub const fn fingerprint(mut self, mode: FingerprintMode) -> Self {
+        self.fingerprint = mode;
+        self
+    }
+
+    /// Which spellings of the key are accepted.
+    pub const fn key_syntax(mut self, syntax: KeySyntax) -> Self {
+        self.key_syntax = syntax;
+        self
+    }
+
+    /// The largest response body kept for replay. A larger response still reaches the first
+    /// caller in full; the operation is never run again for its key, and a retry is answered
+    /// 410 Problem Details ([`ProblemKind::ResponseNotReplayable`](crate::ProblemKind)).
+    pub const fn max_stored_body(mut self, bytes: usize) -> Self {
+        self.max_stored_body = bytes;
+        self
+    }
+
+    /// Whether `Set-Cookie` is stored and replayed (`false` by default: a replay must not hand
+    /// the first caller's session to whoever retries).
+    pub const fn replay_set_cookie(mut self, replay: bool) -> Self {
+        self.replay_set_cookie = replay;
+        self
+    }
+
+    /// Further response headers never stored nor replayed. Hop-by-hop headers, `Date` and
+    /// `Content-Length` are never stored whatever this says.
+    pub const fn exclude_headers(mut self, headers: &'static [HeaderName]) -> Self {
+        self.exclude_headers = headers;
+        self
+    }
+
+    /// The `Retry-After` sent with 409 and 503 answers (1 second by default).
+    pub const fn retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = after;
+        self
+    }
+
+    /// Checks that the policy can work: positive TTL, lease and wait, and a TTL no shorter
+    /// than the lease.
+    pub const fn validate(&self) -> Result<(), PolicyError> {
+        if self.ttl.is_zero() {
+            return Err(PolicyError::Zero("ttl"));
+        }
+        if self.lease.is_zero() {
+            return Err(PolicyError::Zero("lease"));
+        }
+        if let OnConflict::Wait(wait) = self.on_conflict {
+            if wait.is_zero() {
+                return Err(PolicyError::Zero("on_conflict wait"));
+            }
+        }
+        if self.ttl.as_nanos() < self.lease.as_nanos() {
+            return Err(PolicyError::TtlShorterThanLease {
+                ttl: self.ttl,
+                lease: self.lease,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let policy = Policy::default();
+        assert_eq!(policy.ttl, Duration::from_secs(86_400));
+        assert_eq!(policy.lease, Duration::from_secs(60));
+        assert_eq!(policy.scope, Scope::User);
+        assert!(policy.required);
+        assert_eq!(policy.on_conflict, OnConflict::Reject);
+        assert_eq!(policy.on_store_error, OnStoreError::Fail);
+        assert!(!policy.store_server_errors);
+        assert_eq!(policy.fingerprint, FingerprintMode::Json);
+        assert_eq!(policy.key_syntax, KeySyntax::Lenient);
+        assert!(!policy.replay_set_cookie);
+        assert_eq!(policy.validate(), Ok(()));
+    }
+
+    #[test]
+    fn validate_rejects_what_cannot_work() {
+        assert_eq!(
+            Policy::new().ttl(Duration::ZERO).validate(),
+            Err(PolicyError::Zero("ttl"))
+        );
+        assert_eq!(
+            Policy::new().lease(Duration::ZERO).validate(),
+            Err(PolicyError::Zero("lease"))
+        );
+        assert_eq!(
+            Policy::new()
+                .on_conflict(OnConflict::Wait(Duration::ZERO))
+                .validate(),
+            Err(PolicyError::Zero("on_conflict wait"))
+        );
+        let swapped = Policy::new()
+            .ttl(Duration::from_secs(30))
+            .lease(Duration::from_secs(60));
+        assert_eq!(
+            swapped.validate(),
+            Err(PolicyError::TtlShorterThanLease {
+                ttl: Duration::from_secs(30),
+                lease: Duration::from_secs(60)
+            })
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! Whose key is it (SPEC §3): the principal a key belongs to, and the store key made from it.
+//!
+//! A record is never looked up by the client's key alone. The [`StoreKey`] is a SHA-256 over
+//! the scope, its principal, the method, the matched route template and the key, so two users
+//! who send the same key never see each other's results and client bytes never become store
+//! keys.
+//!
+//! The principal comes from the application's own authentication. By default idem reads the
+//! [`Principal`] request extension, which the application's authentication middleware (or an
+//! extractor that runs before the handler's body extractor) inserts:
+//!
+//! ```
+//! use axum::{extract::Request, middleware::Next, response::Response};
+//! use idem_core::Principal;
+//!
+//! async fn authenticate(mut request: Request, next: Next) -> Response {
+//!     // ... verify the caller, then tell idem whose keys this request uses:
+//!     request.extensions_mut().insert(Principal::new("user-42"));
+//!     next.run(request).await
+//! }
+//! ```
+//!
+//! For custom scopes (a tenant, an API key) install a [`ResolvePrincipal`] on the runtime with
+//! [`IdempotencyBuilder::principal_resolver`](crate::IdempotencyBuilder::principal_resolver).
+
+use std::{fmt, sync::Arc};
+
+use axum::extract::MatchedPath;
+use http::{Extensions, Method, Uri, request::Parts};
+use sha2::{Digest, Sha256};
+
+use crate::key::IdempotencyKey;
+
+/// Whose keys a route's records belong to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Each authenticated user has their own keys (the default). A request without a
+    /// principal is answered 401.
+    #[default]
+    User,
+    /// One key space for all callers, for machine-to-machine APIs where the caller is not
+    /// identified. Any client that knows a key gets its result: use it only where keys are
+    /// secret or results are not.
+    Global,
+    /// A scope of the application's own (`"tenant"`, `"api-key"`): the principal comes from
+    /// the runtime's [`ResolvePrincipal`], and the name keeps its keys apart from other scopes.
+    Custom(&'static str),
+}
+
+impl Scope {
+    /// The scope's name: `user`, `global`, or the custom name.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::User => "user",
+            Self::Global => "global",
+            Self::Custom(name) => name,
+        }
+    }
+
+    /// Whether keys in this scope belong to a principal.
+    pub const fn needs_principal(&self) -> bool {
+        !matches!(self, Self::Global)
+    }
+}
+
+/// The identity a scoped key belongs to: a user id, a tenant id.
+///
+/// Insert it as a request extension from your authentication, or return it from a
+/// [`ResolvePrincipal`].
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Principal(Arc<str>);
+
+impl Principal {
+    /// A principal with this identifier.
+    pub fn new(id: impl Into<Arc<str>>) -> Self {
+        Self(id.into())
+    }
+
+    /// The identifier.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Principal").field(&&*self.0).finish()
+    }
+}
+
+/// The hook through which the application names the principal of a request.
+///
+/// Implemented for closures `Fn(&Scope, &Parts) -> Option<Principal>`. The default,
+/// [`PrincipalExtension`], reads the [`Principal`] extension for [`Scope::User`].
+///
+/// ```
+/// use http::request::Parts;
+/// use idem_core::{Idempotency, MemoryStore, Principal, Scope};
+///
+/// #[derive(Clone)]
+/// struct Tenant(String);
+///
+/// let idem = Idempotency::builder(MemoryStore::default())
+///     .principal_resolver(|scope: &Scope, parts: &Parts| match scope {
+///         Scope::Custom("tenant") => parts.extensions.get::<Tenant>().map(|t| Principal::new(t.0.as_str())),
+///         _ => parts.extensions.get::<Principal>().cloned(),
+///     })
+///     .build();
+/// # drop(idem);
+/// ```
+pub trait ResolvePrincipal: Send + Sync + 'static {
+    /// The principal of this request in `scope`, or `None` when it has none (answered 401).
+    fn resolve(&self, scope: &Scope, parts: &Parts) -> Option<Principal>;
+}
+
+impl<F> ResolvePrincipal for F
+where
+    F: Fn(&Scope, &Parts) -> Option<Principal> + Send + Sync + 'static,
+{
+    fn resolve(&self, scope: &Scope, parts: &Parts) -> Option<Principal> {
+        self(scope, parts)
+    }
+}
+
+/// The default [`ResolvePrincipal`]: the [`Principal`] request extension is the user; custom
+/// scopes have no principal until the application installs its own resolver.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PrincipalExtension;
+
+impl ResolvePrincipal for PrincipalExtension {
+    fn resolve(&self, scope: &Scope, parts: &Parts) -> Option<Principal> {
+        match scope {
+            Scope::User => parts.extensions.get::<Principal>().cloned(),
+            Scope::Global | Scope::Custom(_) => None,
+        }
+    }
+}
+
+/// The route a request matched: axum's route template (`/payments/{id}`) when the router
+/// has set it, or else the request path.
+pub fn route_of(parts: &Parts) -> &str {
+    route(&parts.extensions, &parts.uri)
+}
+
+/// [`route_of`] for a request that is not split into parts.
+pub(crate) fn route<'a>(extensions: &'a Extensions, uri: &'a Uri) -> &'a str {
+    match extensions.get::<MatchedPath>() {
+        Some(matched) => matched.as_str(),
+        None => uri.path(),
+    }
+}
+
+/// The key a record is stored under: SHA-256 over scope, principal, method, route and key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoreKey([u8; 32]);
+
+impl StoreKey {
+    /// Hashes the parts of a composite key. Each part is length-prefixed, so no two different
+    /// combinations hash the same input.
+    pub fn new(
+        scope: &Scope,
+        principal: Option<&Principal>,
+        method: &Method,
+        route: &str,
+        key: &IdempotencyKey,
+    ) -> Self {
+        let mut hasher = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_be_bytes());
+            hasher.update(bytes);
+        };
+        field(b"idem-store-key-v1");
+        field(scope.name().as_bytes());
+        field(principal.map_or(&[][..], |p| p.as_str().as_bytes()));
+        field(method.as_str().as_bytes());
+        field(route.as_bytes());
+        field(key.as_str().as_bytes());
+        Self(hasher.finalize().into())
+    }
+
+    /// A store key from its 32 bytes, as a store reads it back.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The 32 bytes of the hash.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The hash as 64 lowercase hex digits, for stores whose keys are text.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Debug for StoreKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreKey({})", self.to_hex())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(value: &str) -> IdempotencyKey {
+        IdempotencyKey::new(value).unwrap()
+    }
+
+    fn store_key(
+        scope: Scope,
+        principal: Option<&str>,
+        method: Method,
+        route: &str,
+        k: &str,
+    ) -> StoreKey {
+        let principal = principal.map(Principal::new);
+        StoreKey::new(&scope, principal.as_ref(), &method, route, &key(k))
+    }
+
+    #[test]
+    fn every_part_of_the_composite_changes_the_store_key() {
+        let base = store_key(Scope::User, Some("alice"), Method::POST, "/payments", "k1");
+        assert_eq!(
+            base,
+            store_key(Scope::User, Some("alice"), Method::POST, "/payments", "k1")
+        );
+        let others = [
+            store_key(Scope::User, Some("bob"), Method::POST, "/payments", "k1"),
+            store_key(
+                Scope::Custom("tenant"),
+                Some("alice"),
+                Method::POST,
+                "/payments",
+                "k1",
+            ),
+            store_key(Scope::User, Some("alice"), Method::PATCH, "/payments", "k1"),
+            store_key(Scope::User, Some("alice"), Method::POST, "/transfers", "k1"),
+            store_key(Scope::User, Some("alice"), Method::POST, "/payments", "k2"),
+            store_key(Scope::Global, None, Method::POST, "/payments", "k1"),
+        ];
+        for other in others {
+            assert_ne!(base, other);
+        }
+    }
+
+    #[test]
+    fn fields_are_length_prefixed() {
+        // Without prefixes, principal "ab" + route "c" would hash like principal "a" + route "bc".
+        let one = store_key(Scope::User, Some("ab"), Method::POST, "/c", "k");
+        let two = store_key(Scope::User, Some("a"), Method::POST, "b/c", "k");
+        assert_ne!(one, two);
+    }
+
+    #[test]
+    fn hex_is_64_lowercase_digits_and_round_trips() {
+        let key = store_key(Scope::Global, None, Method::POST, "/x", "k");
+        let hex = key.to_hex();
+        assert_eq!(hex.len(), 64);
+        assert!(
+            hex.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+        assert_eq!(StoreKey::from_bytes(*key.as_bytes()), key);
+    }
+
+    #[test]
+    fn default_resolver_reads_the_extension_for_users_only() {
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        assert_eq!(PrincipalExtension.resolve(&Scope::User, &parts), None);
+        parts.extensions.insert(Principal::new("u1"));
+        assert_eq!(
+            PrincipalExtension.resolve(&Scope::User, &parts),
+            Some(Principal::new("u1"))
+        );
+        assert_eq!(
+            PrincipalExtension.resolve(&Scope::Custom("tenant"), &parts),
+            None
+        );
+    }
+
+    #[test]
+    fn route_prefers_the_matched_template() {
+        let (parts, ()) = http::Request::builder()
+            .uri("/payments/42?x=1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        assert_eq!(route_of(&parts), "/payments/42");
+    }
+}
