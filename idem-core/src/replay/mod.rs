@@ -1,0 +1,224 @@
+//! What is stored and what is replayed (SPEC §6).
+//!
+//! The runtime captures a handler's response (status, headers, body), keeps what is safe to
+//! send again, and answers every retry with those bytes plus `Idempotent-Replayed: true`.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use http::{HeaderMap, StatusCode};
+//! use idem_core::replay::StoredResponse;
+//!
+//! let stored = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from_static(b"{\"id\":1}"));
+//! let replay = stored.into_replay();
+//! assert_eq!(replay.status(), StatusCode::CREATED);
+//! assert_eq!(replay.headers()["idempotent-replayed"], "true");
+//! ```
+//!
+//! # Which headers are kept
+//!
+//! Never stored: hop-by-hop headers (`Connection` and the headers it names, `Keep-Alive`,
+//! `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
+//! `Proxy-Authenticate`, `Proxy-Authorization`), `Date` (a replay is sent now),
+//! `Content-Length` (recomputed from the body) and `Idempotent-Replayed`. `Set-Cookie` is not
+//! stored unless the policy says [`replay_set_cookie`](crate::Policy::replay_set_cookie),
+//! and [`exclude_headers`](crate::Policy::exclude_headers) adds names of your own. Response
+//! trailers are not stored.
+//!
+//! # Responses too large to keep
+//!
+//! A body over the policy's [`max_stored_body`](crate::Policy::max_stored_body) still reaches
+//! the first caller in full, streamed. The record is completed without the body, so the
+//! operation never runs again for its key, and a retry is answered 410 Problem Details
+//! (`response-not-replayable`, with the original status in `originalStatus`).
+
+pub(crate) mod capture;
+mod codec;
+
+use axum::{
+    body::Body,
+    response::{IntoResponse, IntoResponseParts, Response, ResponseParts},
+};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+
+pub use self::codec::DecodeError;
+use crate::problem::{Problem, ProblemKind};
+
+/// The header that marks a replayed response (Stripe's name).
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// Marks a response as not the operation's result: the runtime releases the key instead of
+/// storing the response, and a retry with the same key runs the handler again.
+///
+/// Return it from a handler with the response (it is an [`IntoResponseParts`]):
+///
+/// ```
+/// use axum::{http::StatusCode, response::IntoResponse};
+/// use idem_core::NoStore;
+///
+/// async fn reserve_seat() -> impl IntoResponse {
+///     // The seat map is being rebuilt: ask the client to come back, same key and all.
+///     (NoStore, StatusCode::TOO_MANY_REQUESTS, "try again shortly")
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoStore;
+
+impl IntoResponseParts for NoStore {
+    type Error = std::convert::Infallible;
+
+    fn into_response_parts(self, mut parts: ResponseParts) -> Result<ResponseParts, Self::Error> {
+        parts.extensions_mut().insert(self);
+        Ok(parts)
+    }
+}
+
+/// A completed operation's response, as a store keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredResponse {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Option<Bytes>,
+}
+
+impl StoredResponse {
+    /// A response to replay: status, the headers to send again, and the body.
+    pub fn new(status: StatusCode, headers: HeaderMap, body: Bytes) -> Self {
+        Self {
+            status,
+            headers,
+            body: Some(body),
+        }
+    }
+
+    /// The record of a response whose body was too large to keep: the operation ran and
+    /// answered `status`, and retries are told that it cannot be replayed.
+    pub fn omitted(status: StatusCode) -> Self {
+        Self {
+            status,
+            headers: HeaderMap::new(),
+            body: None,
+        }
+    }
+
+    /// The original status code.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The headers a replay sends.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The body, or `None` when it was too large to keep.
+    pub fn body(&self) -> Option<&Bytes> {
+        self.body.as_ref()
+    }
+
+    /// An estimate of the memory this record takes, for stores bounded by bytes.
+    pub fn weight(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 32)
+            .sum();
+        64 + headers + self.body.as_ref().map_or(0, Bytes::len)
+    }
+
+    /// Encodes the record for a store that keeps bytes (versioned; see [`decode`](Self::decode)).
+    pub fn encode(&self) -> Vec<u8> {
+        codec::encode(self)
+    }
+
+    /// Decodes [`encode`](Self::encode)'s output.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        codec::decode(bytes)
+    }
+
+    /// The answer to a retry: the stored response marked `Idempotent-Replayed: true`, or a
+    /// 410 Problem Details when the body was too large to keep.
+    pub fn into_replay(self) -> Response {
+        let mut response = match self.body {
+            Some(body) => {
+                let mut response = Response::new(Body::from(body));
+                *response.status_mut() = self.status;
+                *response.headers_mut() = self.headers;
+                response
+            }
+            None => Problem::new(
+                ProblemKind::ResponseNotReplayable,
+                format!(
+                    "the request with this Idempotency-Key was processed and answered {}, but \
+                     its response was too large to keep for replay; it will not run again",
+                    self.status
+                ),
+            )
+            .with_original_status(self.status)
+            .into_response(),
+        };
+        response
+            .headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::header;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn replay_sends_the_same_status_headers_and_bytes() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.append("x-multi", HeaderValue::from_static("a"));
+        headers.append("x-multi", HeaderValue::from_static("b"));
+        let stored = StoredResponse::new(
+            StatusCode::CREATED,
+            headers,
+            Bytes::from_static(b"{\"id\":7}"),
+        );
+
+        let replay = stored.into_replay();
+        assert_eq!(replay.status(), StatusCode::CREATED);
+        assert_eq!(replay.headers()[header::CONTENT_TYPE], "application/json");
+        let multi: Vec<_> = replay.headers().get_all("x-multi").iter().collect();
+        assert_eq!(multi, ["a", "b"]);
+        assert_eq!(replay.headers()[IDEMPOTENT_REPLAYED], "true");
+        let body = axum::body::to_bytes(replay.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"{\"id\":7}");
+    }
+
+    #[tokio::test]
+    async fn replay_without_content_type_sends_none() {
+        let stored =
+            StoredResponse::new(StatusCode::OK, HeaderMap::new(), Bytes::from_static(b"raw"));
+        let replay = stored.into_replay();
+        assert_eq!(replay.headers().get(header::CONTENT_TYPE), None);
+    }
+
+    #[tokio::test]
+    async fn omitted_body_replays_as_410_problem() {
+        let replay = StoredResponse::omitted(StatusCode::CREATED).into_replay();
+        assert_eq!(replay.status(), StatusCode::GONE);
+        assert_eq!(
+            replay.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        assert_eq!(replay.headers()[IDEMPOTENT_REPLAYED], "true");
+        let body = axum::body::to_bytes(replay.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["originalStatus"], 201);
+        assert_eq!(json["status"], 410);
+    }
+}
