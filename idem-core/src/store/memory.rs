@@ -1,0 +1,320 @@
+//! [`MemoryStore`]: the embedded default, for a service that runs as one process.
+//!
+//! ```
+//! use idem_core::{Idempotency, MemoryStore};
+//!
+//! let store = MemoryStore::builder()
+//!     .max_entries(50_000)
+//!     .max_bytes(32 * 1024 * 1024)
+//!     .build();
+//! let idem = Idempotency::new(store);
+//! # drop(idem);
+//! ```
+//!
+//! # How it keeps the store rules
+//!
+//! Records in flight and completed records live apart:
+//!
+//! - **In flight**: in a map split into shards, each behind a mutex. A claim, a completion, a
+//!   renewal and a release of one key all run under its shard's lock, so each is one atomic
+//!   step. In-flight records are never evicted: their number is bounded by the requests
+//!   running at once, and an eviction would let a duplicate run.
+//! - **Completed**: in a [moka] cache with a TTL per entry, bounded by entries and by bytes
+//!   (a weigher on the stored response). Completion inserts the record into the cache and
+//!   removes the in-flight one under the shard lock, so a claim never sees neither or both.
+//!
+//! When the cache is full, the least recently used completed records are evicted first
+//! (LRU: every new record is admitted). An evicted record is forgotten early: a retry of its
+//! key would run again. Size the store for the records you keep for one TTL; each early
+//! eviction is logged at debug level and counted (feature `metrics`).
+//!
+//! Leases and TTLs are checked on tokio's clock, so tests can drive them with a paused clock.
+//! Records do not survive a restart, and other processes do not see them: for several
+//! instances, use a shared store.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use moka::{notification::RemovalCause, policy::EvictionPolicy, sync::Cache};
+use tokio::time::Instant;
+
+use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
+use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
+
+const SHARDS: usize = 64;
+
+/// The embedded, in-process store: moka for completed records, a sharded map for claims.
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    in_flight: [Mutex<Shard>; SHARDS],
+    completed: Cache<StoreKey, Arc<Completed>>,
+}
+
+#[derive(Default)]
+struct Shard {
+    records: HashMap<StoreKey, InFlight>,
+    /// The size after the last sweep of expired records; the next sweep runs at twice that.
+    swept_at: usize,
+}
+
+struct InFlight {
+    fingerprint: Fingerprint,
+    token: LeaseToken,
+    lease_until: Instant,
+    expires_at: Instant,
+}
+
+struct Completed {
+    fingerprint: Fingerprint,
+    response: StoredResponse,
+    ttl: Duration,
+    expires_at: Instant,
+}
+
+impl MemoryStore {
+    /// The default bound on the number of completed records kept.
+    pub const DEFAULT_MAX_ENTRIES: u64 = 100_000;
+    /// The default bound on the bytes of completed records kept: 64 MiB.
+    pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+    /// A builder to set the store's bounds.
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            max_entries: Self::DEFAULT_MAX_ENTRIES,
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+        }
+    }
+
+    /// The number of completed records kept now (approximate while writes are under way).
+    pub fn completed_records(&self) -> u64 {
+        self.inner.completed.run_pending_tasks();
+        self.inner.completed.entry_count()
+    }
+
+    fn shard(&self, key: &StoreKey) -> MutexGuard<'_, Shard> {
+        let index = usize::from(key.as_bytes()[0]) % SHARDS;
+        // A panic while holding a shard lock cannot leave a record half-written (every
+        // mutation is one map operation), so a poisoned lock is safe to keep using.
+        self.inner.in_flight[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn completed(&self, key: &StoreKey, now: Instant) -> Option<Arc<Completed>> {
+        self.inner
+            .completed
+            .get(key)
+            .filter(|record| record.expires_at > now)
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::builder().build()
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("completed_records", &self.inner.completed.entry_count())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sets the bounds of a [`MemoryStore`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct MemoryStoreBuilder {
+    max_entries: u64,
+    max_bytes: u64,
+}
+
+impl MemoryStoreBuilder {
+    /// The most completed records kept (100,000 by default).
+    pub fn max_entries(mut self, entries: u64) -> Self {
+        self.max_entries = entries.max(1);
+        self
+    }
+
+    /// The most bytes of completed records kept, as estimated by
+    /// [`StoredResponse::weight`] (64 MiB by default).
+    pub fn max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = bytes.max(1);
+        self
+    }
+
+    /// Builds the store.
+    pub fn build(self) -> MemoryStore {
+        // moka bounds one weight. Every record weighs at least `max_bytes / max_entries`, so
+        // the byte bound also keeps the count of records at or under `max_entries`.
+        let floor = (self.max_bytes / self.max_entries).max(1);
+        let weigh = move |_: &StoreKey, record: &Arc<Completed>| {
+            let bytes = record.response.weight() as u64 + 64;
+            u32::try_from(bytes.max(floor)).unwrap_or(u32::MAX)
+        };
+        let completed = Cache::builder()
+            .max_capacity(self.max_bytes)
+            .weigher(weigh)
+            .eviction_policy(EvictionPolicy::lru())
+            .expire_after(TtlPerRecord)
+            .eviction_listener(|_, _, cause| {
+                if cause == RemovalCause::Size {
+                    tracing::debug!(
+                        "memory store full: a completed record was evicted before its TTL"
+                    );
+                    #[cfg(feature = "metrics")]
+                    metrics::counter!("idem_memory_store_evictions_total").increment(1);
+                }
+            })
+            .build();
+        MemoryStore {
+            inner: Arc::new(Inner {
+                in_flight: std::array::from_fn(|_| Mutex::default()),
+                completed,
+            }),
+        }
+    }
+}
+
+/// Gives each completed record its own TTL in moka.
+struct TtlPerRecord;
+
+impl moka::Expiry<StoreKey, Arc<Completed>> for TtlPerRecord {
+    fn expire_after_create(
+        &self,
+        _: &StoreKey,
+        record: &Arc<Completed>,
+        _: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(record.ttl)
+    }
+}
+
+impl Shard {
+    /// The live in-flight record of `key`, dropping it first if it has expired.
+    fn live(&mut self, key: &StoreKey, now: Instant) -> Option<&mut InFlight> {
+        if self
+            .records
+            .get(key)
+            .is_some_and(|record| record.expires_at <= now)
+        {
+            self.records.remove(key);
+        }
+        self.records.get_mut(key)
+    }
+
+    /// The record held under `token`, if any.
+    fn held(
+        &mut self,
+        key: &StoreKey,
+        token: LeaseToken,
+        now: Instant,
+    ) -> Result<&mut InFlight, StoreError> {
+        self.live(key, now)
+            .filter(|record| record.token == token)
+            .ok_or(StoreError::LeaseLost)
+    }
+
+    fn insert(&mut self, key: StoreKey, record: InFlight, now: Instant) {
+        self.records.insert(key, record);
+        // Records are removed when completed or released; this sweep only reclaims the few
+        // whose holder never came back (a task aborted at shutdown), at amortized O(1).
+        if self.records.len() > (2 * self.swept_at).max(64) {
+            self.records.retain(|_, record| record.expires_at > now);
+            self.swept_at = self.records.len();
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(claim.key);
+        if let Some(done) = self.completed(claim.key, now) {
+            return Ok(if done.fingerprint == *claim.fingerprint {
+                ClaimOutcome::Completed(done.response.clone())
+            } else {
+                ClaimOutcome::Mismatch {
+                    stored_algorithm: Some(done.fingerprint.algorithm()),
+                }
+            });
+        }
+        let fresh = InFlight {
+            fingerprint: *claim.fingerprint,
+            token: claim.token,
+            lease_until: now + claim.lease,
+            expires_at: now + claim.in_flight_lifetime(),
+        };
+        match shard.live(claim.key, now) {
+            None => {
+                shard.insert(*claim.key, fresh, now);
+                Ok(ClaimOutcome::Claimed)
+            }
+            Some(record) if record.fingerprint != *claim.fingerprint => {
+                Ok(ClaimOutcome::Mismatch {
+                    stored_algorithm: Some(record.fingerprint.algorithm()),
+                })
+            }
+            Some(record) if record.lease_until > now => Ok(ClaimOutcome::InFlight),
+            Some(record) => {
+                // The holder's lease lapsed: take over, fencing it out with the new token.
+                *record = fresh;
+                Ok(ClaimOutcome::Claimed)
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let fingerprint = shard.held(key, token, now)?.fingerprint;
+        let record = Completed {
+            fingerprint,
+            response: response.clone(),
+            ttl,
+            expires_at: now + ttl,
+        };
+        self.inner.completed.insert(*key, Arc::new(record));
+        shard.records.remove(key);
+        Ok(())
+    }
+
+    async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        shard.held(key, token, now)?;
+        shard.records.remove(key);
+        Ok(())
+    }
+
+    async fn renew(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let record = shard.held(key, token, now)?;
+        record.lease_until = now + lease;
+        record.expires_at = record.expires_at.max(now + lease);
+        Ok(())
+    }
+}

@@ -1,0 +1,258 @@
+//! Where idempotency records live (SPEC §5, §7, §10): the [`Store`] trait and its contract.
+//!
+//! A record is the state of one key: **in flight** (claimed by a request that is running the
+//! operation, under a lease) or **completed** (the stored response). The runtime drives a
+//! store through five calls: [`claim`](Store::claim) before the handler, [`renew`](Store::renew)
+//! while it runs, then [`complete`](Store::complete) or [`release`](Store::release).
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//! use idem_core::store::{Claim, ClaimOutcome, LeaseToken, MemoryStore, Store};
+//! # use idem_core::{fingerprint::{Fingerprint, FingerprintMode}, IdempotencyKey, Scope, StoreKey};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), idem_core::store::StoreError> {
+//! # let key = StoreKey::new(&Scope::Global, None, &http::Method::POST, "/payments", &IdempotencyKey::new("k").unwrap());
+//! # let fingerprint = Fingerprint::compute(&http::Method::POST, "/payments", &http::HeaderMap::new(), b"{}", FingerprintMode::Json);
+//! let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+//! let token = LeaseToken::random();
+//! let claim = Claim { key: &key, fingerprint: &fingerprint, token, lease: Duration::from_secs(60), ttl: Duration::from_secs(3600) };
+//! assert!(matches!(store.claim(claim).await?, ClaimOutcome::Claimed));
+//! // A second claim with another token finds the first one running.
+//! let again = Claim { token: LeaseToken::random(), ..claim };
+//! assert!(matches!(store.claim(again).await?, ClaimOutcome::InFlight));
+//! # Ok(()) }
+//! ```
+//!
+//! # What a store must guarantee
+//!
+//! Users write their own stores; the runtime's promise (a handler runs once per key) holds
+//! only if every store keeps these rules. The [conformance suite](crate::store::conformance)
+//! (feature `conformance`) checks them.
+//!
+//! 1. **Atomic claim.** Of any number of concurrent claims of one key, from any number of
+//!    processes, at most one answers [`ClaimOutcome::Claimed`]. Checking for a record and
+//!    writing the claim are one atomic step (a unique constraint, `SET NX`, a lock).
+//! 2. **Visible at once.** When `claim` returns `Claimed`, every later claim of the key, from
+//!    anywhere, sees the record. A claim is committed on its own, never inside the handler's
+//!    transaction, so a concurrent duplicate sees [`ClaimOutcome::InFlight`] instead of
+//!    blocking on a lock.
+//! 3. **One fingerprint per key.** A record keeps the fingerprint it was claimed with. A claim
+//!    with another fingerprint answers [`ClaimOutcome::Mismatch`] whatever the record's state,
+//!    until the record expires or is released.
+//! 4. **Leases lapse.** An in-flight record whose lease has lapsed (its holder died, or
+//!    stopped renewing) is claimed again by a claim with the same fingerprint, which replaces
+//!    the token: the old holder is fenced out.
+//! 5. **Fenced writes.** [`complete`](Store::complete), [`renew`](Store::renew) and
+//!    [`release`](Store::release) act only while the record is in flight under the caller's
+//!    token, and answer [`StoreError::LeaseLost`] otherwise. A holder that lost its lease can
+//!    never overwrite or delete the record of the request that took over.
+//! 6. **TTL.** A record expires `ttl` after its completion (an in-flight record `max(ttl,
+//!    lease)` after its claim or last renewal) and then behaves as if it never existed.
+//! 7. **Honest errors.** A store answers an error when it does not know the outcome (a
+//!    timeout, a dropped connection), never a guess: the runtime fails closed on errors.
+//! 8. **Faithful replay.** [`ClaimOutcome::Completed`] carries the stored response exactly as
+//!    it was given to `complete`: status, headers in order, body bytes.
+//!
+//! A store keeps time on its own clock (the memory store on tokio's, Redis and PostgreSQL on
+//! the server's), so leases and TTLs are consistent across every process that shares it.
+
+pub mod memory;
+
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
+
+use std::{any::Any, error::Error as StdError, fmt, time::Duration};
+
+use async_trait::async_trait;
+
+pub use self::memory::MemoryStore;
+use crate::{
+    fingerprint::{Fingerprint, FingerprintAlgorithm},
+    replay::StoredResponse,
+    scope::StoreKey,
+};
+
+/// The boxed error a store wraps.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// A random 128-bit token that names one holder of a key's lease.
+///
+/// The runtime draws a fresh token for every claim; fenced writes compare it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseToken(u128);
+
+impl LeaseToken {
+    /// A fresh random token.
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+
+    /// A token from its 128 bits, as a store reads it back.
+    pub const fn from_u128(bits: u128) -> Self {
+        Self(bits)
+    }
+
+    /// The token's 128 bits.
+    pub const fn as_u128(self) -> u128 {
+        self.0
+    }
+
+    /// The token's 16 bytes, big-endian.
+    pub const fn to_bytes(self) -> [u8; 16] {
+        self.0.to_be_bytes()
+    }
+}
+
+impl fmt::Debug for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LeaseToken({:032x})", self.0)
+    }
+}
+
+/// One claim of a key: what [`Store::claim`] is asked to do.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim<'a> {
+    /// The record's key.
+    pub key: &'a StoreKey,
+    /// The fingerprint of the request that claims it.
+    pub fingerprint: &'a Fingerprint,
+    /// The token the claim will hold the lease under.
+    pub token: LeaseToken,
+    /// How long the lease lasts unless renewed.
+    pub lease: Duration,
+    /// The policy's TTL; an in-flight record lives `max(ttl, lease)`.
+    pub ttl: Duration,
+}
+
+impl Claim<'_> {
+    /// How long an in-flight record lives in the store: at least its lease, at least the TTL.
+    pub fn in_flight_lifetime(&self) -> Duration {
+        self.ttl.max(self.lease)
+    }
+}
+
+/// The answer to a claim.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ClaimOutcome {
+    /// The key is now in flight under the claim's token: run the operation.
+    Claimed,
+    /// The operation already ran: replay this response.
+    Completed(StoredResponse),
+    /// Another request holds the key and its lease is alive.
+    InFlight,
+    /// The key was claimed with another fingerprint. Carries the stored fingerprint's
+    /// algorithm (`None` when this build does not know it), so a change of algorithm is told
+    /// apart from a changed body.
+    Mismatch {
+        /// The algorithm of the stored fingerprint.
+        stored_algorithm: Option<FingerprintAlgorithm>,
+    },
+}
+
+/// A store failed, or refused a fenced write.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The record is not in flight under this token any more: the lease lapsed and another
+    /// request took over, or the record expired or was completed.
+    #[error("the lease on this key is no longer held by this request")]
+    LeaseLost,
+    /// The store did not answer in time; the outcome of the call is unknown.
+    #[error("the store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The store could not be reached or failed; the outcome of the call is unknown.
+    #[error("the store failed")]
+    Backend(#[source] BoxError),
+    /// A stored record could not be read back.
+    #[error("a stored record is corrupt")]
+    Corrupt(#[source] BoxError),
+    /// The store does not offer this operation.
+    #[error("this store does not support {0}")]
+    Unsupported(&'static str),
+}
+
+impl StoreError {
+    /// Wraps a backend error.
+    pub fn backend(error: impl Into<BoxError>) -> Self {
+        Self::Backend(error.into())
+    }
+
+    /// Wraps a decoding error.
+    pub fn corrupt(error: impl Into<BoxError>) -> Self {
+        Self::Corrupt(error.into())
+    }
+}
+
+/// A pluggable, shared store of idempotency records. See the [module docs](self) for the
+/// guarantees an implementation must give.
+///
+/// The trait is object safe: the runtime holds an `Arc<dyn Store>`.
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug + 'static {
+    /// Claims `claim.key` for `claim.token`, or reports the record that is already there.
+    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError>;
+
+    /// Stores the response of the operation that holds the key under `token`; the record
+    /// then lives for `ttl`. [`StoreError::LeaseLost`] when `token` does not hold the key.
+    async fn complete(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes the in-flight record held under `token`, so the key can be claimed afresh.
+    /// [`StoreError::LeaseLost`] when `token` does not hold the key.
+    async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError>;
+
+    /// Extends the lease held under `token` to `lease` from now.
+    /// [`StoreError::LeaseLost`] when `token` does not hold the key.
+    async fn renew(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        lease: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Opens a transaction in which the handler's own writes and the completion of the record
+    /// commit together. Stores without transactions keep the default, which answers
+    /// [`StoreError::Unsupported`].
+    async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
+        Err(StoreError::Unsupported("transactions"))
+    }
+}
+
+/// A transaction of a transactional store, shared by the handler's writes and the record's
+/// completion. The runtime ends it: with [`complete`](Self::complete) when the response is to
+/// be stored, [`commit`](Self::commit) when the request runs without a record, and
+/// [`rollback`](Self::rollback) when the handler failed.
+#[async_trait]
+pub trait StoreTransaction: Send + 'static {
+    /// Completes the record held under `token` inside this transaction, then commits.
+    /// Fenced like [`Store::complete`]; on any error nothing is committed.
+    async fn complete(
+        self: Box<Self>,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Commits the handler's writes without a record (the request ran without idempotency).
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Rolls the handler's writes back.
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// The store's own transaction type, for its extractor to hand to the handler.
+    fn as_any_mut(&mut self) -> &mut (dyn Any + Send);
+}
+
+impl fmt::Debug for dyn StoreTransaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StoreTransaction")
+    }
+}
