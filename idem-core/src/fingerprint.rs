@@ -27,7 +27,7 @@ pub enum FingerprintAlgorithm {
 }
 
 /// A SHA-256 fingerprint of a request, tagged with its algorithm.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fingerprint {
     algorithm: FingerprintAlgorithm,
     digest: [u8; 32],

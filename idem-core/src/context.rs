@@ -1,0 +1,63 @@
+//! [`IdempotencyContext`]: what a running handler can ask of the runtime.
+//!
+//! The runtime puts a context into the request's extensions before the handler runs. A
+//! transactional store's extractor uses it to open the transaction in which the handler's
+//! writes and the record's completion commit together (SPEC §10).
+
+use std::sync::Arc;
+
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use crate::{
+    Idempotency,
+    store::{StoreError, StoreTransaction},
+};
+
+/// The idempotency context of one request, found in its extensions.
+#[derive(Clone, Debug)]
+pub struct IdempotencyContext {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    idem: Idempotency,
+    transaction: Arc<Mutex<Option<Box<dyn StoreTransaction>>>>,
+}
+
+/// The open transaction of a request, held by the handler while it writes.
+pub type TransactionGuard = OwnedMutexGuard<Option<Box<dyn StoreTransaction>>>;
+
+impl IdempotencyContext {
+    pub(crate) fn new(idem: &Idempotency) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                idem: idem.clone(),
+                transaction: Arc::default(),
+            }),
+        }
+    }
+
+    /// The runtime serving this request.
+    pub fn runtime(&self) -> &Idempotency {
+        &self.inner.idem
+    }
+
+    /// The request's store transaction, begun on first use. Hold the guard while writing; the
+    /// runtime ends the transaction after the handler returns, when it stores the response.
+    /// The guard holds `Some` unless the store failed to begin it.
+    pub async fn transaction(&self) -> Result<TransactionGuard, StoreError> {
+        let mut guard = Arc::clone(&self.inner.transaction).lock_owned().await;
+        if guard.is_none() {
+            let idem = &self.inner.idem;
+            *guard = Some(idem.call_store(idem.store().begin()).await?);
+        }
+        Ok(guard)
+    }
+
+    /// Takes the transaction the handler opened, if it opened one. Waits for the handler's
+    /// guard, should the handler have passed it to a task that is still running.
+    pub(crate) async fn take_transaction(&self) -> Option<Box<dyn StoreTransaction>> {
+        self.inner.transaction.lock().await.take()
+    }
+}

@@ -1,0 +1,99 @@
+//! [`IdempotencyLayer`]: idempotency for every POST and PATCH route of a router, without the
+//! macro.
+//!
+//! ```
+//! use axum::{Router, routing::post, Json};
+//! use idem_core::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
+//!
+//! async fn create_payment(Json(body): Json<serde_json::Value>) -> Json<serde_json::Value> {
+//!     Json(body)
+//! }
+//!
+//! let idem = Idempotency::new(MemoryStore::default());
+//! let app: Router = Router::new()
+//!     .route("/payments", post(create_payment))
+//!     .layer(IdempotencyLayer::new(idem, Policy::new().scope(Scope::Global)));
+//! # drop(app);
+//! ```
+//!
+//! Add the layer with [`Router::layer`](axum::Router::layer) so that it sees the matched
+//! route template (`/payments/{id}`), which the store key and the fingerprint use; outside
+//! a router it uses the request path. Safe methods (GET, HEAD, OPTIONS, TRACE) always pass
+//! through untouched.
+//!
+//! The request body limit is axum's [`DefaultBodyLimit`](axum::extract::DefaultBodyLimit)
+//! (2 MiB unless set): put that layer outside this one to change it.
+//!
+//! Unlike `#[idempotent]`, the layer cannot tell a handler's extractor rejection (bad JSON)
+//! from the handler's own answer: both are stored. Mark responses that must not be stored
+//! with [`NoStore`](crate::NoStore).
+
+mod service;
+
+use std::sync::Arc;
+
+use http::Method;
+use tower_layer::Layer;
+
+pub use self::service::{IdempotencyService, ResponseFuture};
+use crate::{
+    Idempotency,
+    policy::{Policy, PolicyError},
+};
+
+/// A tower layer that makes the routes below it idempotent under one [`Policy`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct IdempotencyLayer {
+    idem: Idempotency,
+    policy: Policy,
+    methods: Arc<[Method]>,
+}
+
+impl IdempotencyLayer {
+    /// The layer for `policy` on the runtime `idem`, intercepting POST and PATCH.
+    ///
+    /// # Panics
+    ///
+    /// If the policy cannot work ([`Policy::validate`]); [`try_new`](Self::try_new) returns
+    /// the error instead.
+    pub fn new(idem: Idempotency, policy: Policy) -> Self {
+        match Self::try_new(idem, policy) {
+            Ok(layer) => layer,
+            Err(error) => panic!("invalid idempotency policy: {error}"),
+        }
+    }
+
+    /// The layer for `policy`, or the reason the policy cannot work.
+    pub fn try_new(idem: Idempotency, policy: Policy) -> Result<Self, PolicyError> {
+        policy.validate()?;
+        Ok(Self {
+            idem,
+            policy,
+            methods: Arc::new([Method::POST, Method::PATCH]),
+        })
+    }
+
+    /// The methods the layer intercepts (POST and PATCH by default). Safe methods are never
+    /// intercepted, even when listed.
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.methods = methods
+            .into_iter()
+            .filter(|method| !is_safe(method))
+            .collect();
+        self
+    }
+}
+
+/// RFC 9110 §9.2.1: methods that change nothing need no idempotency key.
+fn is_safe(method: &Method) -> bool {
+    [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method)
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = IdempotencyService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotencyService::new(inner, self.clone())
+    }
+}

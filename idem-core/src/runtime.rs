@@ -1,0 +1,175 @@
+//! [`Idempotency`]: the runtime one service shares, with its store and its running handlers.
+//!
+//! ```
+//! use axum::{Extension, Router};
+//! use idem_core::{Idempotency, MemoryStore};
+//!
+//! let idem = Idempotency::new(MemoryStore::default());
+//! // `#[idempotent]` handlers find the runtime as a request extension.
+//! let app: Router = Router::new().layer(Extension(idem.clone()));
+//! # drop(app);
+//! ```
+
+use std::{fmt, future::Future, sync::Arc, time::Duration};
+
+use tokio_util::task::TaskTracker;
+
+use crate::{
+    scope::{PrincipalExtension, ResolvePrincipal},
+    store::{MemoryStore, Store, StoreError},
+};
+
+/// The idempotency runtime of a service: its store, how principals are found, and the
+/// handlers it is running. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Idempotency {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    resolver: Box<dyn ResolvePrincipal>,
+    store_timeout: Duration,
+    tasks: TaskTracker,
+}
+
+impl Idempotency {
+    /// The default time a store call may take before the request fails closed: 5 seconds.
+    pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// A runtime on `store`, with the defaults of [`IdempotencyBuilder`].
+    pub fn new(store: impl Store) -> Self {
+        Self::builder(store).build()
+    }
+
+    /// A runtime on a store already shared as `Arc<dyn Store>`.
+    pub fn from_arc(store: Arc<dyn Store>) -> Self {
+        IdempotencyBuilder::from_arc(store).build()
+    }
+
+    /// A builder for a runtime on `store`.
+    pub fn builder(store: impl Store) -> IdempotencyBuilder {
+        IdempotencyBuilder::from_arc(Arc::new(store))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// How the runtime finds the principal of a request.
+    pub fn resolver(&self) -> &dyn ResolvePrincipal {
+        &*self.inner.resolver
+    }
+
+    /// The number of handlers running now (including those whose client has gone).
+    pub fn running(&self) -> usize {
+        self.inner.tasks.len()
+    }
+
+    /// Waits until every handler that is running has finished and stored its result. Call
+    /// it after the server stopped accepting requests (axum's graceful shutdown), before the
+    /// process exits: a handler whose client disconnected is still running, and its result is
+    /// what the client's retry will be answered with.
+    ///
+    /// ```
+    /// # async fn serve(listener: tokio::net::TcpListener, app: axum::Router, idem: idem_core::Idempotency) -> std::io::Result<()> {
+    /// axum::serve(listener, app).with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+    /// idem.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn shutdown(&self) -> impl Future<Output = ()> + Send + 'static {
+        let tasks = self.inner.tasks.clone();
+        tasks.close();
+        async move {
+            tasks.wait().await;
+            // The tracker stays usable: a runtime shared by two servers keeps working.
+            tasks.reopen();
+        }
+    }
+
+    pub(crate) fn tasks(&self) -> &TaskTracker {
+        &self.inner.tasks
+    }
+
+    /// Runs one store call under the runtime's timeout, so no store can hang a request.
+    pub(crate) async fn call_store<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let timeout = self.inner.store_timeout;
+        tokio::time::timeout(timeout, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(timeout)))
+    }
+}
+
+impl Default for Idempotency {
+    /// A runtime on a default [`MemoryStore`].
+    fn default() -> Self {
+        Self::new(MemoryStore::default())
+    }
+}
+
+impl fmt::Debug for Idempotency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("store", &self.inner.store)
+            .field("store_timeout", &self.inner.store_timeout)
+            .field("running", &self.running())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures an [`Idempotency`] runtime.
+#[must_use]
+pub struct IdempotencyBuilder {
+    store: Arc<dyn Store>,
+    resolver: Box<dyn ResolvePrincipal>,
+    store_timeout: Duration,
+}
+
+impl IdempotencyBuilder {
+    fn from_arc(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            resolver: Box::new(PrincipalExtension),
+            store_timeout: Idempotency::DEFAULT_STORE_TIMEOUT,
+        }
+    }
+
+    /// How the principal of a request is found (by default, [`PrincipalExtension`]: the
+    /// [`Principal`](crate::Principal) extension for user scopes).
+    pub fn principal_resolver(mut self, resolver: impl ResolvePrincipal) -> Self {
+        self.resolver = Box::new(resolver);
+        self
+    }
+
+    /// The most time one store call may take; past it the request fails closed with 503 (or
+    /// runs without idempotency, as its policy says). 5 seconds by default.
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
+        self
+    }
+
+    /// Builds the runtime.
+    pub fn build(self) -> Idempotency {
+        Idempotency {
+            inner: Arc::new(Inner {
+                store: self.store,
+                resolver: self.resolver,
+                store_timeout: self.store_timeout,
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for IdempotencyBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyBuilder")
+            .field("store", &self.store)
+            .field("store_timeout", &self.store_timeout)
+            .finish_non_exhaustive()
+    }
+}
