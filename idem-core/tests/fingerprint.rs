@@ -171,6 +171,26 @@ fn invalid_json_is_hashed_as_bytes() {
 }
 
 #[test]
+fn nesting_beyond_serde_json_limit_is_hashed_as_bytes() {
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert_eq!(
+        json(nested(100)).algorithm(),
+        FingerprintAlgorithm::JcsSha256V1
+    );
+    assert_eq!(
+        json(nested(1000)),
+        post(None, nested(1000), FingerprintMode::Raw)
+    );
+}
+
+#[test]
+fn duplicate_names_keep_the_last_value() {
+    // What serde_json does, and so what a handler reading the body as a `Value` sees.
+    assert_eq!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":2}"#));
+    assert_ne!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":1}"#));
+}
+
+#[test]
 fn empty_body() {
     let empty = json("");
     assert_eq!(empty.algorithm(), FingerprintAlgorithm::RawSha256V1);

@@ -64,14 +64,15 @@
 //! value. Numbers written with a fraction or an exponent, and integers beyond the 64-bit range,
 //! are doubles as in RFC 8785.
 //!
-//! Parsing goes through serde_json's `float_roundtrip` feature, turned on in this workspace's
-//! manifest. Without it serde_json rounds some 16 and 17 digit numbers to a neighbouring double,
+//! Parsing goes through serde_json's `float_roundtrip` feature, which this crate's manifest turns
+//! on. Without it serde_json rounds some 16 and 17 digit numbers to a neighbouring double,
 //! so the canonical text would not be RFC 8785's, and since cargo unifies features, a fingerprint
 //! would change the day another crate in the build turned the feature on.
 //!
-//! The input is whatever serde_json accepts: a member name given twice keeps its last value
-//! (RFC 8785 asks for such input to be rejected), and a string holding an unpaired surrogate
-//! escape is not JSON, so that body is hashed as bytes.
+//! The input is whatever serde_json accepts. A member name given twice keeps its last value
+//! (RFC 8785 asks for such input to be rejected). serde_json refuses a string with an unpaired
+//! surrogate escape (`"\ud800"`) and nesting deeper than 128 levels, so such a body is hashed as
+//! bytes; that also bounds the canonicalizer's recursion.
 //!
 //! # Stability
 //!
