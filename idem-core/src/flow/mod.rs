@@ -85,9 +85,15 @@ pub(crate) async fn admit(policy: &Policy, request: Request) -> Result<Admission
             ));
         }
     };
+    // The concrete target, not the route template: a key reused for another resource is a
+    // different request (see the fingerprint module docs).
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |target| target.as_str());
     let fingerprint = Fingerprint::compute(
         &parts.method,
-        route_of(&parts),
+        target,
         &parts.headers,
         &body,
         policy.fingerprint,
