@@ -27,7 +27,10 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 async fn create_payment(Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
-    (StatusCode::CREATED, Json(json!({ "id": "pay_1", "status": "succeeded", "echo": body["currency"] })))
+    (
+        StatusCode::CREATED,
+        Json(json!({ "id": "pay_1", "status": "succeeded", "echo": body["currency"] })),
+    )
 }
 
 /// A payment-like JSON document of about `size` bytes.
@@ -37,7 +40,8 @@ fn body_of(size: usize) -> String {
     while body.len() < size {
         let n = items.len();
         items.push(json!({ "sku": format!("SKU-{n:05}"), "quantity": n % 7 + 1, "price": 1250.5 + n as f64 }));
-        body = json!({ "amount": 9800, "currency": "JPY", "customer": "cus_42", "items": items }).to_string();
+        body = json!({ "amount": 9800, "currency": "JPY", "customer": "cus_42", "items": items })
+            .to_string();
     }
     body
 }
@@ -53,7 +57,11 @@ fn request(body: &str, key: &str) -> Request {
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let policy = Policy::new().scope(Scope::Global);
     for (label, size) in [("1KiB", 1024), ("64KiB", 64 * 1024)] {
         let body = body_of(size);
@@ -61,18 +69,33 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(body.len() as u64));
 
         let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         group.bench_function("fingerprint", |b| {
-            b.iter(|| Fingerprint::compute(&Method::POST, "/payments", &headers, body.as_bytes(), FingerprintMode::Json))
+            b.iter(|| {
+                Fingerprint::compute(
+                    &Method::POST,
+                    "/payments",
+                    &headers,
+                    body.as_bytes(),
+                    FingerprintMode::Json,
+                )
+            })
         });
 
         let plain = Router::new().route("/payments", post(create_payment));
         group.bench_function(BenchmarkId::new("baseline", "no layer"), |b| {
-            b.to_async(&runtime).iter(|| plain.clone().oneshot(request(&body, "k")))
+            b.to_async(&runtime)
+                .iter(|| plain.clone().oneshot(request(&body, "k")))
         });
 
         // Enough room that the fresh keys of a whole run are never evicted.
-        let store = MemoryStore::builder().max_entries(10_000_000).max_bytes(8 << 30).build();
+        let store = MemoryStore::builder()
+            .max_entries(10_000_000)
+            .max_bytes(8 << 30)
+            .build();
         let layered = Router::new()
             .route("/payments", post(create_payment))
             .layer(IdempotencyLayer::new(Idempotency::new(store), policy));
@@ -83,9 +106,12 @@ fn bench(c: &mut Criterion) {
                 layered.clone().oneshot(request(&body, &key))
             })
         });
-        runtime.block_on(layered.clone().oneshot(request(&body, "replayed"))).unwrap();
+        runtime
+            .block_on(layered.clone().oneshot(request(&body, "replayed")))
+            .unwrap();
         group.bench_function(BenchmarkId::new("replay", "layer"), |b| {
-            b.to_async(&runtime).iter(|| layered.clone().oneshot(request(&body, "replayed")))
+            b.to_async(&runtime)
+                .iter(|| layered.clone().oneshot(request(&body, "replayed")))
         });
         group.finish();
     }
