@@ -73,8 +73,14 @@ impl Idempotency {
     /// what the client's retry will be answered with.
     ///
     /// ```
-    /// # async fn serve(listener: tokio::net::TcpListener, app: axum::Router, idem: idem_core::Idempotency) -> std::io::Result<()> {
-    /// axum::serve(listener, app).with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+    /// # async fn serve(
+    /// #     listener: tokio::net::TcpListener,
+    /// #     app: axum::Router,
+    /// #     idem: idem_core::Idempotency,
+    /// #     stop_signal: impl std::future::Future<Output = ()> + Send + 'static,
+    /// # ) -> std::io::Result<()> {
+    /// axum::serve(listener, app).with_graceful_shutdown(stop_signal).await?;
+    /// // The server has stopped; let handlers whose clients left store their results.
     /// idem.shutdown().await;
     /// # Ok(()) }
     /// ```

@@ -9,6 +9,7 @@
 //! The macro runs the handler's extractors between steps 1 and 3, so that a rejected request
 //! never touches the store.
 
+mod detach;
 mod execute;
 
 use std::{future::Future, time::Duration};
@@ -85,9 +86,15 @@ pub(crate) async fn admit(policy: &Policy, request: Request) -> Result<Admission
             ));
         }
     };
+    // The concrete target, not the route template: a key reused for another resource is a
+    // different request (see the fingerprint module docs).
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |target| target.as_str());
     let fingerprint = Fingerprint::compute(
         &parts.method,
-        route_of(&parts),
+        target,
         &parts.headers,
         &body,
         policy.fingerprint,
@@ -178,7 +185,7 @@ where
                 route: route.into(),
                 context,
             };
-            run.spawn(handler()).await
+            run.run(handler()).await
         }
         Acquired::Answer(response) => response,
         Acquired::Unrecorded => run_unrecorded(policy, route, context, handler()).await,

@@ -58,7 +58,7 @@ pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-
 ///
 /// async fn reserve_seat() -> impl IntoResponse {
 ///     // The seat map is being rebuilt: ask the client to come back, same key and all.
-///     (NoStore, StatusCode::TOO_MANY_REQUESTS, "try again shortly")
+///     (StatusCode::TOO_MANY_REQUESTS, NoStore, "try again shortly")
 /// }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

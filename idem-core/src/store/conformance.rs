@@ -1,1 +1,492 @@
-//! The store conformance suite (written next).
+//! The store conformance suite: the rules in the [`store`](crate::store) docs, as tests that
+//! any [`Store`] must pass. Every store of this project runs it, and so can yours.
+//!
+//! [`store_conformance_tests!`](crate::store_conformance_tests) writes one `#[tokio::test]`
+//! per rule. Give it an expression that makes a future of `Option<Arc<dyn Store>>`: a fresh
+//! store (or a fresh namespace of a shared one) per test, or `None` to skip the suite, for
+//! instance when the server it needs is not configured.
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! use idem_core::store::{MemoryStore, Store};
+//!
+//! idem_core::store_conformance_tests!(async { Some(Arc::new(MemoryStore::default()) as Arc<dyn Store>) });
+//! ```
+//!
+//! Needs `tokio` with the `macros` and `rt-multi-thread` features in the crate that uses it.
+//! Tests of leases and TTLs sleep for a few hundred milliseconds of real time, because shared
+//! stores keep time on their server's clock.
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use tokio::time::sleep;
+
+use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
+use crate::{
+    fingerprint::{Fingerprint, FingerprintMode},
+    replay::StoredResponse,
+    scope::StoreKey,
+};
+
+/// A lease long enough never to lapse during a test.
+const LONG: Duration = Duration::from_secs(60);
+/// A lease or TTL that lapses during a test, and how long to sleep for it to lapse.
+const SHORT: Duration = Duration::from_millis(300);
+const PAST_SHORT: Duration = Duration::from_millis(500);
+
+/// Writes one test per conformance rule; see the [module docs](crate::store::conformance).
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($make_store:expr) => {
+        $crate::store_conformance_tests!(@tests $make_store;
+            an_absent_key_is_claimed,
+            a_claimed_key_is_in_flight_for_the_same_request,
+            a_claimed_key_refuses_another_fingerprint,
+            a_completed_key_replays_the_exact_response,
+            a_completed_key_refuses_another_fingerprint,
+            a_response_too_large_to_keep_is_completed_without_body,
+            a_large_body_round_trips,
+            only_the_holder_completes,
+            a_record_is_completed_once,
+            release_frees_the_key_for_any_request,
+            only_the_holder_releases,
+            only_the_holder_renews,
+            renewal_keeps_the_lease_alive,
+            a_lapsed_lease_is_taken_over_and_the_old_holder_fenced,
+            a_lapsed_lease_still_refuses_another_fingerprint,
+            a_completed_record_expires_after_its_ttl,
+            an_abandoned_claim_expires,
+            keys_are_independent,
+            concurrent_claims_grant_the_key_once,
+        );
+    };
+    (@tests $make_store:expr; $($rule:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $rule() {
+                let store: ::core::option::Option<::std::sync::Arc<dyn $crate::store::Store>> =
+                    $make_store.await;
+                match store {
+                    ::core::option::Option::Some(store) => {
+                        $crate::store::conformance::$rule(store).await
+                    }
+                    ::core::option::Option::None => {
+                        ::std::eprintln!("skipped {}: no store configured", ::core::stringify!($rule))
+                    }
+                }
+            }
+        )*
+    };
+}
+
+fn new_key() -> StoreKey {
+    StoreKey::from_bytes(rand::random())
+}
+
+fn fingerprint(body: &str) -> Fingerprint {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Fingerprint::compute(
+        &Method::POST,
+        "/conformance",
+        &headers,
+        body.as_bytes(),
+        FingerprintMode::Json,
+    )
+}
+
+fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken) -> Claim<'a> {
+    Claim {
+        key,
+        fingerprint,
+        token,
+        lease: LONG,
+        ttl: LONG,
+    }
+}
+
+fn response(body: &'static str) -> StoredResponse {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.append("x-multi", HeaderValue::from_static("first"));
+    headers.append("x-multi", HeaderValue::from_static("second"));
+    headers.insert(
+        http::header::LOCATION,
+        HeaderValue::from_static("/payments/pay_1"),
+    );
+    StoredResponse::new(
+        StatusCode::CREATED,
+        headers,
+        Bytes::from_static(body.as_bytes()),
+    )
+}
+
+async fn claim_ok(store: &dyn Store, claim: Claim<'_>) -> ClaimOutcome {
+    store.claim(claim).await.expect("claim failed")
+}
+
+fn assert_lease_lost(result: Result<(), StoreError>, what: &str) {
+    assert!(
+        matches!(result, Err(StoreError::LeaseLost)),
+        "{what}: expected LeaseLost, got {result:?}"
+    );
+}
+
+/// Rule 1: the first claim of a key gets it.
+pub async fn an_absent_key_is_claimed(store: Arc<dyn Store>) {
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Claimed
+    );
+}
+
+/// Rules 1 and 2: a second claim, same request, finds the first in flight.
+pub async fn a_claimed_key_is_in_flight_for_the_same_request(store: Arc<dyn Store>) {
+    let (key, fp) = (new_key(), fingerprint("{\"a\":1}"));
+    claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await;
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::InFlight
+    );
+}
+
+/// Rule 3: while in flight, another fingerprint is a mismatch that names the algorithm.
+pub async fn a_claimed_key_refuses_another_fingerprint(store: Arc<dyn Store>) {
+    let (key, first, other) = (
+        new_key(),
+        fingerprint("{\"a\":1}"),
+        fingerprint("{\"a\":2}"),
+    );
+    claim_ok(&*store, claim(&key, &first, LeaseToken::random())).await;
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &other, LeaseToken::random())).await,
+        ClaimOutcome::Mismatch {
+            stored_algorithm: Some(first.algorithm())
+        }
+    );
+}
+
+/// Rule 8: a completed key answers with the response exactly as stored.
+pub async fn a_completed_key_replays_the_exact_response(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    let stored = response("{\"id\":\"pay_1\"}");
+    store
+        .complete(&key, token, &stored, LONG)
+        .await
+        .expect("complete failed");
+    match claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await {
+        ClaimOutcome::Completed(replayed) => {
+            assert_eq!(replayed, stored);
+            let multi: Vec<_> = replayed.headers().get_all("x-multi").iter().collect();
+            assert_eq!(
+                multi,
+                ["first", "second"],
+                "header values must keep their order"
+            );
+        }
+        other => panic!("expected the completed response, got {other:?}"),
+    }
+}
+
+/// Rule 3: a completed key refuses another fingerprint too.
+pub async fn a_completed_key_refuses_another_fingerprint(store: Arc<dyn Store>) {
+    let (key, first, token) = (new_key(), fingerprint("{\"a\":1}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &first, token)).await;
+    store
+        .complete(&key, token, &response("{}"), LONG)
+        .await
+        .unwrap();
+    let other = fingerprint("{\"a\":2}");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &other, LeaseToken::random())).await,
+        ClaimOutcome::Mismatch {
+            stored_algorithm: Some(first.algorithm())
+        }
+    );
+}
+
+/// Rule 8: the record of a response too large to keep round-trips as such.
+pub async fn a_response_too_large_to_keep_is_completed_without_body(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    let omitted = StoredResponse::omitted(StatusCode::OK);
+    store.complete(&key, token, &omitted, LONG).await.unwrap();
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Completed(omitted)
+    );
+}
+
+/// Rule 8: a large body (1 MiB of every byte value) round-trips unchanged.
+pub async fn a_large_body_round_trips(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    let body: Vec<u8> = (0..1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
+    let stored = StoredResponse::new(StatusCode::OK, HeaderMap::new(), Bytes::from(body));
+    store.complete(&key, token, &stored, LONG).await.unwrap();
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Completed(stored)
+    );
+}
+
+/// Rule 5: another token cannot complete the record, which stays in flight for its holder.
+pub async fn only_the_holder_completes(store: Arc<dyn Store>) {
+    let (key, fp, holder) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, holder)).await;
+    let intruder = store
+        .complete(&key, LeaseToken::random(), &response("{\"x\":1}"), LONG)
+        .await;
+    assert_lease_lost(intruder, "complete with a foreign token");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::InFlight
+    );
+    store
+        .complete(&key, holder, &response("{}"), LONG)
+        .await
+        .expect("the holder completes");
+}
+
+/// Rule 5: a completed record is no longer in flight: completing it again is refused and
+/// does not overwrite it.
+pub async fn a_record_is_completed_once(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    store
+        .complete(&key, token, &response("{\"n\":1}"), LONG)
+        .await
+        .unwrap();
+    assert_lease_lost(
+        store
+            .complete(&key, token, &response("{\"n\":2}"), LONG)
+            .await,
+        "second completion",
+    );
+    assert_lease_lost(store.release(&key, token).await, "release after completion");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Completed(response("{\"n\":1}"))
+    );
+}
+
+/// Rules 3 and 5: a released key is free, for another fingerprint as well.
+pub async fn release_frees_the_key_for_any_request(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{\"a\":1}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    store.release(&key, token).await.expect("release failed");
+    let fixed = fingerprint("{\"a\":2}");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fixed, LeaseToken::random())).await,
+        ClaimOutcome::Claimed
+    );
+}
+
+/// Rule 5: another token cannot release the record.
+pub async fn only_the_holder_releases(store: Arc<dyn Store>) {
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await;
+    assert_lease_lost(
+        store.release(&key, LeaseToken::random()).await,
+        "release with a foreign token",
+    );
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::InFlight
+    );
+    assert_lease_lost(
+        store.release(&new_key(), LeaseToken::random()).await,
+        "release of an absent key",
+    );
+}
+
+/// Rule 5: another token cannot renew the lease.
+pub async fn only_the_holder_renews(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    assert_lease_lost(
+        store.renew(&key, LeaseToken::random(), LONG).await,
+        "renew with a foreign token",
+    );
+    store
+        .renew(&key, token, LONG)
+        .await
+        .expect("the holder renews");
+    assert_lease_lost(
+        store.renew(&new_key(), token, LONG).await,
+        "renew of an absent key",
+    );
+}
+
+/// Rule 4: a lease renewed in time does not lapse.
+pub async fn renewal_keeps_the_lease_alive(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    let short = Claim {
+        lease: SHORT,
+        ..claim(&key, &fp, token)
+    };
+    claim_ok(&*store, short).await;
+    for _ in 0..5 {
+        sleep(SHORT / 3).await;
+        store
+            .renew(&key, token, SHORT)
+            .await
+            .expect("renewal failed");
+    }
+    // Five renewals took longer than one lease: without them the key would be free.
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::InFlight
+    );
+}
+
+/// Rules 4 and 5: once the lease lapses the same request takes the key over, and the old
+/// holder can no longer complete, renew or release it.
+pub async fn a_lapsed_lease_is_taken_over_and_the_old_holder_fenced(store: Arc<dyn Store>) {
+    let (key, fp, old) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(
+        &*store,
+        Claim {
+            lease: SHORT,
+            ..claim(&key, &fp, old)
+        },
+    )
+    .await;
+    sleep(PAST_SHORT).await;
+    let new = LeaseToken::random();
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, new)).await,
+        ClaimOutcome::Claimed
+    );
+    assert_lease_lost(
+        store
+            .complete(&key, old, &response("{\"old\":1}"), LONG)
+            .await,
+        "late completion",
+    );
+    assert_lease_lost(store.renew(&key, old, LONG).await, "late renewal");
+    assert_lease_lost(store.release(&key, old).await, "late release");
+    store
+        .complete(&key, new, &response("{\"new\":1}"), LONG)
+        .await
+        .expect("the new holder completes");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Completed(response("{\"new\":1}"))
+    );
+}
+
+/// Rule 3: a lapsed lease frees the key for the same request only.
+pub async fn a_lapsed_lease_still_refuses_another_fingerprint(store: Arc<dyn Store>) {
+    let (key, first) = (new_key(), fingerprint("{\"a\":1}"));
+    claim_ok(
+        &*store,
+        Claim {
+            lease: SHORT,
+            ..claim(&key, &first, LeaseToken::random())
+        },
+    )
+    .await;
+    sleep(PAST_SHORT).await;
+    let other = fingerprint("{\"a\":2}");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &other, LeaseToken::random())).await,
+        ClaimOutcome::Mismatch {
+            stored_algorithm: Some(first.algorithm())
+        }
+    );
+}
+
+/// Rule 6: a completed record is forgotten after its TTL.
+pub async fn a_completed_record_expires_after_its_ttl(store: Arc<dyn Store>) {
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    store
+        .complete(&key, token, &response("{}"), SHORT)
+        .await
+        .unwrap();
+    assert!(matches!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Completed(_)
+    ));
+    sleep(PAST_SHORT).await;
+    let other = fingerprint("{\"new\":true}");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &other, LeaseToken::random())).await,
+        ClaimOutcome::Claimed
+    );
+}
+
+/// Rule 6: a claim that is never completed nor released is forgotten after max(ttl, lease).
+pub async fn an_abandoned_claim_expires(store: Arc<dyn Store>) {
+    let (key, first) = (new_key(), fingerprint("{\"a\":1}"));
+    let abandoned = Claim {
+        lease: SHORT,
+        ttl: SHORT,
+        ..claim(&key, &first, LeaseToken::random())
+    };
+    claim_ok(&*store, abandoned).await;
+    sleep(PAST_SHORT).await;
+    let other = fingerprint("{\"a\":2}");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &other, LeaseToken::random())).await,
+        ClaimOutcome::Claimed
+    );
+}
+
+/// Records of different keys do not affect each other.
+pub async fn keys_are_independent(store: Arc<dyn Store>) {
+    let fp = fingerprint("{}");
+    let (one, two, token) = (new_key(), new_key(), LeaseToken::random());
+    claim_ok(&*store, claim(&one, &fp, token)).await;
+    assert_eq!(
+        claim_ok(&*store, claim(&two, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Claimed
+    );
+    store
+        .complete(&one, token, &response("{}"), LONG)
+        .await
+        .unwrap();
+    assert_eq!(
+        claim_ok(&*store, claim(&two, &fp, LeaseToken::random())).await,
+        ClaimOutcome::InFlight
+    );
+}
+
+/// Rule 1: of 1,000 claims racing on one key from many tasks, exactly one gets it.
+pub async fn concurrent_claims_grant_the_key_once(store: Arc<dyn Store>) {
+    let key = new_key();
+    let fp = fingerprint("{\"race\":true}");
+    let start = Arc::new(tokio::sync::Barrier::new(1000));
+    let claims: Vec<_> = (0..1000)
+        .map(|_| {
+            let (store, start) = (Arc::clone(&store), Arc::clone(&start));
+            tokio::spawn(async move {
+                start.wait().await;
+                store
+                    .claim(claim(&key, &fp, LeaseToken::random()))
+                    .await
+                    .expect("claim failed")
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for claim in claims {
+        match claim.await.expect("claim task panicked") {
+            ClaimOutcome::Claimed => granted += 1,
+            ClaimOutcome::InFlight => {}
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(granted, 1, "exactly one claim must win");
+}

@@ -1,0 +1,403 @@
+//! Request fingerprints (SPEC §4): is a retry the same request as the first attempt?
+//!
+//! ```
+//! use http::{header, HeaderMap, Method};
+//! use idem_core::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode};
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+//! let fingerprint = |body: &str| {
+//!     Fingerprint::compute(&Method::POST, "/orders", &headers, body.as_bytes(), FingerprintMode::Json)
+//! };
+//!
+//! // Member order and whitespace do not matter; values do.
+//! let first = fingerprint(r#"{"sku":"A-1","quantity":2}"#);
+//! assert_eq!(first, fingerprint("{ \"quantity\": 2,\n  \"sku\": \"A-1\" }"));
+//! assert_ne!(first, fingerprint(r#"{"sku":"A-1","quantity":3}"#));
+//! assert_eq!(first.algorithm(), FingerprintAlgorithm::JcsSha256V1);
+//!
+//! // Stores keep 33 bytes and get the same fingerprint back.
+//! assert_eq!(Fingerprint::from_bytes(&first.to_bytes()), Some(first));
+//! assert!(first.to_string().starts_with("jcs-sha256-v1:"));
+//! ```
+//!
+//! # What is hashed
+//!
+//! SHA-256 over, in this order:
+//!
+//! 1. the domain `idem-fingerprint`, so these digests cannot be mistaken for another protocol's;
+//! 2. the [algorithm](FingerprintAlgorithm) tag byte, so the two algorithms never produce the same
+//!    digest, even for a body whose bytes are already canonical;
+//! 3. the method, as written (`POST`);
+//! 4. the request target as the caller passes it: the runtime passes the path and query the
+//!    request was sent to (`/orders/42/pay?notify=1`). SPEC §4 names the route template here;
+//!    the template is already part of the store key (SPEC §3), and the concrete target is
+//!    stricter: the same key and body sent to `/orders/1/pay` and then `/orders/2/pay` is
+//!    answered 422 instead of replaying order 1's result;
+//! 5. the body: its raw bytes, or its canonical JSON form.
+//!
+//! Every field but the tag byte carries its length as a big-endian `u64`, so that no two different
+//! requests feed the same bytes (`("a", "bc")` against `("ab", "c")`). The domain, method and
+//! target are prefixed with their length; the body is followed by it, because the canonical form is
+//! streamed into the hasher and its length is only known at the end.
+//!
+//! # Which bodies are canonicalized
+//!
+//! In [`FingerprintMode::Json`] a body is canonicalized when its `Content-Type` is
+//! `application/json` or any `type/subtype+json` (`application/problem+json`), compared without
+//! regard to case and ignoring parameters such as `; charset=utf-8`, and the body parses as JSON.
+//! Anything else (another media type, no `Content-Type`, an empty body, a body that is not JSON)
+//! is hashed as bytes under [`FingerprintAlgorithm::RawSha256V1`], exactly as in
+//! [`FingerprintMode::Raw`]. A JSON body that fails to parse thus still gets a fingerprint and
+//! leaves the rejection to the handler.
+//!
+//! # Canonical JSON
+//!
+//! [`canonicalize_json`] implements RFC 8785 (JCS) over [`serde_json::Value`]: member names are
+//! sorted by their UTF-16 code units, strings are escaped as ECMAScript's `JSON.stringify` escapes
+//! them, numbers are written as ECMAScript's `Number.prototype.toString` writes them (via
+//! `ryu-js`), and there is no whitespace. So `1.0`, `1` and `1e0` are the same number, and so are
+//! `-0` and `0`.
+//!
+//! **One deviation, for integers.** RFC 8785 treats every number as an IEEE 754 double, so
+//! `9007199254740993` and `9007199254740992` (2<sup>53</sup> + 1 and 2<sup>53</sup>) would both be
+//! written `9007199254740992`, and a retry that changed an order id or an amount in minor units
+//! would keep its fingerprint. Here an integer that serde_json parsed as an integer (it fits `u64`
+//! or `i64`) is written with its exact decimal digits. For integers within ±2<sup>53</sup> that is
+//! byte for byte what RFC 8785 produces; beyond, the fingerprint changes with any change of the
+//! value. Numbers written with a fraction or an exponent, and integers beyond the 64-bit range,
+//! are doubles as in RFC 8785.
+//!
+//! Parsing goes through serde_json's `float_roundtrip` feature, which this crate's manifest turns
+//! on. Without it serde_json rounds some 16 and 17 digit numbers to a neighbouring double,
+//! so the canonical text would not be RFC 8785's, and since cargo unifies features, a fingerprint
+//! would change the day another crate in the build turned the feature on.
+//!
+//! The input is whatever serde_json accepts. A member name given twice keeps its last value
+//! (RFC 8785 asks for such input to be rejected). serde_json refuses a string with an unpaired
+//! surrogate escape (`"\ud800"`) and nesting deeper than 128 levels, so such a body is hashed as
+//! bytes; that also bounds the canonicalizer's recursion.
+//!
+//! # Stability
+//!
+//! Stores keep [`Fingerprint::to_bytes`] and compare it with the fingerprint of every retry, for as
+//! long as a key lives. Anything that changes the digest of a request (the layout above, the
+//! canonical form, a tag byte) therefore needs a new [`FingerprintAlgorithm`] variant with a new
+//! tag, never an edit of an existing one.
+
+mod jcs;
+
+use std::fmt;
+
+use http::{HeaderMap, Method, header::CONTENT_TYPE};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use self::jcs::Sink;
+pub use self::jcs::canonicalize_json;
+
+/// Separates these digests from any other SHA-256 use of the same bytes.
+const DOMAIN: &[u8] = b"idem-fingerprint";
+
+/// How the request body enters the fingerprint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FingerprintMode {
+    /// JSON bodies (`application/json`, `*/*+json`) are canonicalized (RFC 8785) first, so key order
+    /// and whitespace do not matter; other bodies are hashed as bytes.
+    #[default]
+    Json,
+    /// Every body is hashed as bytes.
+    Raw,
+}
+
+/// The algorithm a fingerprint was computed with; stored with it so that a future change of
+/// algorithm is detected instead of silently mismatching.
+///
+/// Each algorithm has a tag byte, the first byte of [`Fingerprint::to_bytes`]. Stores persist it,
+/// so the values are stable: a tag is never reused or renumbered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FingerprintAlgorithm {
+    /// SHA-256 over method, target and the RFC 8785 canonical form of a JSON body. Tag byte `1`.
+    JcsSha256V1,
+    /// SHA-256 over method, target and the body bytes. Tag byte `2`.
+    RawSha256V1,
+}
+
+impl FingerprintAlgorithm {
+    /// The name used in the text form of a fingerprint: `jcs-sha256-v1` or `raw-sha256-v1`.
+    ///
+    /// ```
+    /// use idem_core::fingerprint::FingerprintAlgorithm;
+    ///
+    /// assert_eq!(FingerprintAlgorithm::RawSha256V1.as_str(), "raw-sha256-v1");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::JcsSha256V1 => "jcs-sha256-v1",
+            Self::RawSha256V1 => "raw-sha256-v1",
+        }
+    }
+
+    const fn tag(self) -> u8 {
+        match self {
+            Self::JcsSha256V1 => 1,
+            Self::RawSha256V1 => 2,
+        }
+    }
+
+    const fn from_tag(tag: u8) -> Option<Self> {
+        match tag {
+            1 => Some(Self::JcsSha256V1),
+            2 => Some(Self::RawSha256V1),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for FingerprintAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A SHA-256 fingerprint of a request, tagged with its algorithm.
+///
+/// Its text form (`Display` and `Debug`) is the algorithm name, a colon and the digest in lowercase
+/// hex: `jcs-sha256-v1:3f0a…`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint {
+    algorithm: FingerprintAlgorithm,
+    digest: [u8; 32],
+}
+
+impl Fingerprint {
+    /// Fingerprints a request from its method, target (path and query), headers (for
+    /// `Content-Type`) and body.
+    ///
+    /// See the [module docs](self) for what is hashed and when a body is canonicalized.
+    ///
+    /// ```
+    /// use http::{HeaderMap, Method};
+    /// use idem_core::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode};
+    ///
+    /// // Without a JSON content type the body is hashed as bytes.
+    /// let fingerprint = Fingerprint::compute(
+    ///     &Method::PUT,
+    ///     "/carts/{id}",
+    ///     &HeaderMap::new(),
+    ///     b"{\"a\":1}",
+    ///     FingerprintMode::Json,
+    /// );
+    /// assert_eq!(fingerprint.algorithm(), FingerprintAlgorithm::RawSha256V1);
+    /// ```
+    pub fn compute(
+        method: &Method,
+        target: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        mode: FingerprintMode,
+    ) -> Self {
+        if mode == FingerprintMode::Json
+            && !body.is_empty()
+            && is_json(headers)
+            && let Ok(value) = serde_json::from_slice::<Value>(body)
+        {
+            return Self::hash(FingerprintAlgorithm::JcsSha256V1, method, target, |sink| {
+                jcs::write_canonical(&value, sink)
+            });
+        }
+        Self::hash(FingerprintAlgorithm::RawSha256V1, method, target, |sink| {
+            sink.put(body)
+        })
+    }
+
+    fn hash(
+        algorithm: FingerprintAlgorithm,
+        method: &Method,
+        target: &str,
+        write_body: impl FnOnce(&mut BodyHasher),
+    ) -> Self {
+        let mut hasher = Sha256::new();
+        update_with_length(&mut hasher, DOMAIN);
+        hasher.update([algorithm.tag()]);
+        update_with_length(&mut hasher, method.as_str().as_bytes());
+        update_with_length(&mut hasher, target.as_bytes());
+        let mut body = BodyHasher { hasher, len: 0 };
+        write_body(&mut body);
+        let BodyHasher { mut hasher, len } = body;
+        hasher.update(len.to_be_bytes());
+        Self {
+            algorithm,
+            digest: hasher.finalize().into(),
+        }
+    }
+
+    /// The algorithm this fingerprint was computed with.
+    pub fn algorithm(&self) -> FingerprintAlgorithm {
+        self.algorithm
+    }
+
+    /// The SHA-256 digest.
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+
+    /// A compact encoding for stores: one tag byte, then the digest.
+    ///
+    /// The tag byte is `1` for [`FingerprintAlgorithm::JcsSha256V1`] and `2` for
+    /// [`FingerprintAlgorithm::RawSha256V1`]; these values are stored and will not change.
+    pub fn to_bytes(&self) -> [u8; 33] {
+        let mut bytes = [0; 33];
+        bytes[0] = self.algorithm.tag();
+        bytes[1..].copy_from_slice(&self.digest);
+        bytes
+    }
+
+    /// Decodes [`Fingerprint::to_bytes`]; `None` for an unknown tag or a wrong length.
+    ///
+    /// ```
+    /// use idem_core::fingerprint::Fingerprint;
+    ///
+    /// assert!(Fingerprint::from_bytes(&[2; 33]).is_some());
+    /// assert!(Fingerprint::from_bytes(&[9; 33]).is_none());
+    /// assert!(Fingerprint::from_bytes(&[2; 32]).is_none());
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let (&tag, digest) = bytes.split_first()?;
+        Some(Self {
+            algorithm: FingerprintAlgorithm::from_tag(tag)?,
+            digest: digest.try_into().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut hex = [0; 64];
+        hex::encode_to_slice(self.digest, &mut hex).map_err(|_| fmt::Error)?;
+        f.write_str(self.algorithm.as_str())?;
+        f.write_str(":")?;
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| fmt::Error)?)
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The hasher while the body goes in, counting bytes for the length that follows the body.
+struct BodyHasher {
+    hasher: Sha256,
+    len: u64,
+}
+
+impl Sink for BodyHasher {
+    fn put(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+        self.len += bytes.len() as u64;
+    }
+}
+
+fn update_with_length(hasher: &mut Sha256, field: &[u8]) {
+    hasher.update((field.len() as u64).to_be_bytes());
+    hasher.update(field);
+}
+
+/// Whether the `Content-Type` is `application/json` or `type/subtype+json`, in any case and with
+/// any parameters.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(content_type) = headers.get(CONTENT_TYPE) else {
+        return false;
+    };
+    // Bytes, not `to_str`: a parameter with non-ASCII bytes must not hide a JSON media type.
+    let value = content_type.as_bytes();
+    let media_type = match value.iter().position(|&byte| byte == b';') {
+        Some(semicolon) => &value[..semicolon],
+        None => value,
+    }
+    .trim_ascii();
+    let Some(slash) = media_type.iter().position(|&byte| byte == b'/') else {
+        return false;
+    };
+    let (kind, subtype) = (&media_type[..slash], &media_type[slash + 1..]);
+    if kind.is_empty() {
+        return false;
+    }
+    let suffixed = subtype.len() > b"+json".len()
+        && subtype[subtype.len() - b"+json".len()..].eq_ignore_ascii_case(b"+json");
+    suffixed || (kind.eq_ignore_ascii_case(b"application") && subtype.eq_ignore_ascii_case(b"json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn with_content_type(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn json_media_types() {
+        for json in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "application/json;charset=UTF-8",
+            "APPLICATION/JSON",
+            "Application/Json ; foo=bar",
+            "  application/json  ",
+            "application/problem+json",
+            "application/vnd.api+json; ext=bulk",
+            "text/x-thing+JSON",
+        ] {
+            assert!(is_json(&with_content_type(json)), "{json:?} is JSON");
+        }
+        for other in [
+            "text/plain",
+            "application/jsonx",
+            "application/x-json",
+            "application/+json",
+            "/json",
+            "application",
+            "json",
+            "text/json",
+            "application/json-seq",
+            "multipart/form-data; boundary=json",
+            "",
+        ] {
+            assert!(!is_json(&with_content_type(other)), "{other:?} is not JSON");
+        }
+        assert!(!is_json(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn a_non_ascii_parameter_does_not_hide_json() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_bytes(b"application/json; note=\xE9").unwrap(),
+        );
+        assert!(is_json(&headers));
+    }
+
+    #[test]
+    fn tags_round_trip() {
+        for algorithm in [
+            FingerprintAlgorithm::JcsSha256V1,
+            FingerprintAlgorithm::RawSha256V1,
+        ] {
+            assert_eq!(
+                FingerprintAlgorithm::from_tag(algorithm.tag()),
+                Some(algorithm)
+            );
+        }
+        assert_eq!(FingerprintAlgorithm::from_tag(0), None);
+        assert_eq!(FingerprintAlgorithm::from_tag(3), None);
+    }
+}

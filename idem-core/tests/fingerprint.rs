@@ -1,0 +1,504 @@
+//! Request fingerprints: what changes them, what does not, and their stored encoding.
+
+mod common;
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use http::{HeaderMap, HeaderValue, Method, header::CONTENT_TYPE};
+use idem_core::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode};
+use proptest::prelude::*;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+fn headers(content_type: Option<&str>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Some(content_type) = content_type {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_str(content_type).unwrap());
+    }
+    headers
+}
+
+/// A `POST /orders` fingerprint with the given content type, body and mode.
+fn post(content_type: Option<&str>, body: impl AsRef<[u8]>, mode: FingerprintMode) -> Fingerprint {
+    Fingerprint::compute(
+        &Method::POST,
+        "/orders",
+        &headers(content_type),
+        body.as_ref(),
+        mode,
+    )
+}
+
+fn json(body: impl AsRef<[u8]>) -> Fingerprint {
+    post(Some("application/json"), body, FingerprintMode::Json)
+}
+
+/// The digest as the module docs define it, built by hand.
+fn documented_digest(tag: u8, method: &str, route: &str, body: &[u8]) -> [u8; 32] {
+    let mut input = Vec::new();
+    for field in [
+        &b"idem-fingerprint"[..],
+        &[tag],
+        method.as_bytes(),
+        route.as_bytes(),
+    ] {
+        if field.len() != 1 || field[0] != tag {
+            input.extend_from_slice(&(field.len() as u64).to_be_bytes());
+        }
+        input.extend_from_slice(field);
+    }
+    input.extend_from_slice(body);
+    input.extend_from_slice(&(body.len() as u64).to_be_bytes());
+    Sha256::digest(&input).into()
+}
+
+#[test]
+fn digest_follows_the_documented_layout() {
+    let raw = Fingerprint::compute(
+        &Method::PATCH,
+        "/carts/{id}",
+        &headers(Some("text/plain")),
+        b"{ \"b\": 1, \"a\": [2.0] }",
+        FingerprintMode::Json,
+    );
+    assert_eq!(raw.algorithm(), FingerprintAlgorithm::RawSha256V1);
+    assert_eq!(
+        raw.digest(),
+        &documented_digest(2, "PATCH", "/carts/{id}", b"{ \"b\": 1, \"a\": [2.0] }")
+    );
+
+    let jcs = Fingerprint::compute(
+        &Method::PATCH,
+        "/carts/{id}",
+        &headers(Some("application/json")),
+        b"{ \"b\": 1, \"a\": [2.0] }",
+        FingerprintMode::Json,
+    );
+    assert_eq!(jcs.algorithm(), FingerprintAlgorithm::JcsSha256V1);
+    assert_eq!(
+        jcs.digest(),
+        &documented_digest(1, "PATCH", "/carts/{id}", br#"{"a":[2],"b":1}"#)
+    );
+}
+
+#[test]
+fn digests_are_stable() {
+    // Stores compare these bytes across releases: a change here invalidates every stored key
+    // and needs a new algorithm, not a new expected value. The values were computed apart from
+    // this crate, with Python's hashlib over the documented layout.
+    assert_eq!(
+        json(r#"{ "currency": "EUR", "amount": 1000.0 }"#).to_string(),
+        "jcs-sha256-v1:0b5bb668a04c4760e9be461b16364142b6d28d3aa13d069ae5213197e3bd9250"
+    );
+    assert_eq!(
+        post(None, "amount=1000", FingerprintMode::Raw).to_string(),
+        "raw-sha256-v1:8da929908e7bae00eef51a3db73e7224a47a82199ebafef61e67c99a8e71ba3b"
+    );
+}
+
+#[test]
+fn json_content_types() {
+    let body = r#"{"b":1,"a":2}"#;
+    let reordered = r#"{ "a": 2, "b": 1 }"#;
+    for content_type in [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/problem+json",
+        "APPLICATION/JSON",
+        "application/vnd.api+json",
+    ] {
+        let first = post(Some(content_type), body, FingerprintMode::Json);
+        assert_eq!(
+            first.algorithm(),
+            FingerprintAlgorithm::JcsSha256V1,
+            "{content_type}"
+        );
+        assert_eq!(
+            first,
+            post(Some(content_type), reordered, FingerprintMode::Json),
+            "{content_type}"
+        );
+        // The content type itself is not hashed: only whether the body was canonicalized.
+        assert_eq!(first, json(body), "{content_type}");
+    }
+}
+
+#[test]
+fn other_bodies_are_hashed_as_bytes() {
+    let body = r#"{"b":1,"a":2}"#;
+    let raw = post(None, body, FingerprintMode::Raw);
+    assert_eq!(raw.algorithm(), FingerprintAlgorithm::RawSha256V1);
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let fingerprint = post(content_type, body, FingerprintMode::Json);
+        assert_eq!(fingerprint, raw, "{content_type:?}");
+        assert_ne!(
+            fingerprint,
+            post(content_type, r#"{ "a": 2, "b": 1 }"#, FingerprintMode::Json),
+            "{content_type:?}: bytes, so whitespace and order count"
+        );
+    }
+}
+
+#[test]
+fn invalid_json_is_hashed_as_bytes() {
+    for body in [
+        &b"{\"a\":"[..],
+        b"{'a': 1}",
+        b"{\"a\":1} trailing",
+        b"\xEF\xBB\xBF{\"a\":1}",
+        b"[\"\\ud800\"]",
+        b"1e400",
+        b"\xFF",
+    ] {
+        let fingerprint = json(body);
+        assert_eq!(
+            fingerprint.algorithm(),
+            FingerprintAlgorithm::RawSha256V1,
+            "{:?}",
+            String::from_utf8_lossy(body)
+        );
+        assert_eq!(
+            fingerprint,
+            post(None, body, FingerprintMode::Raw),
+            "{:?}",
+            String::from_utf8_lossy(body)
+        );
+    }
+}
+
+#[test]
+fn nesting_beyond_serde_json_limit_is_hashed_as_bytes() {
+    let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert_eq!(
+        json(nested(100)).algorithm(),
+        FingerprintAlgorithm::JcsSha256V1
+    );
+    assert_eq!(
+        json(nested(1000)),
+        post(None, nested(1000), FingerprintMode::Raw)
+    );
+}
+
+#[test]
+fn duplicate_names_keep_the_last_value() {
+    // What serde_json does, and so what a handler reading the body as a `Value` sees.
+    assert_eq!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":2}"#));
+    assert_ne!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":1}"#));
+}
+
+#[test]
+fn empty_body() {
+    let empty = json("");
+    assert_eq!(empty.algorithm(), FingerprintAlgorithm::RawSha256V1);
+    assert_eq!(empty, post(None, "", FingerprintMode::Raw));
+    assert_eq!(
+        empty.digest(),
+        &documented_digest(2, "POST", "/orders", b"")
+    );
+    assert_ne!(empty, json("{}"));
+    assert_ne!(empty, json("null"));
+}
+
+#[test]
+fn scalar_bodies_are_json() {
+    assert_eq!(json("1.0").algorithm(), FingerprintAlgorithm::JcsSha256V1);
+    assert_eq!(json("1.0"), json(" 1 "));
+    assert_eq!(json("\"\\u0041\""), json("\"A\""));
+    assert_ne!(json("true"), json("false"));
+}
+
+#[test]
+fn numbers_equal_as_rfc_8785_says() {
+    assert_eq!(json(r#"{"n":1.0}"#), json(r#"{"n":1}"#));
+    assert_eq!(json(r#"{"n":-0.0}"#), json(r#"{"n":0}"#));
+    assert_eq!(json(r#"{"n":-0}"#), json(r#"{"n":0}"#));
+    assert_eq!(json(r#"{"n":4.50}"#), json(r#"{"n":45e-1}"#));
+    assert_ne!(json(r#"{"n":0.1}"#), json(r#"{"n":0.10000000000000002}"#));
+    assert_ne!(json(r#"{"n":1}"#), json(r#"{"n":"1"}"#));
+}
+
+#[test]
+fn integers_beyond_two_to_the_53_differ() {
+    // RFC 8785 alone would write both as 9007199254740992.
+    assert_ne!(
+        json(r#"{"id":9007199254740993}"#),
+        json(r#"{"id":9007199254740992}"#)
+    );
+    assert_ne!(
+        json(r#"{"id":18446744073709551615}"#),
+        json(r#"{"id":18446744073709551614}"#)
+    );
+    assert_ne!(
+        json(r#"{"id":-9007199254740993}"#),
+        json(r#"{"id":-9007199254740992}"#)
+    );
+    assert_eq!(
+        json(r#"{"id":9007199254740993}"#).digest(),
+        &documented_digest(1, "POST", "/orders", br#"{"id":9007199254740993}"#)
+    );
+}
+
+#[test]
+fn keys_sort_by_utf16_code_units() {
+    let fingerprint = json("{\"\u{E000}\":1,\"\u{1F600}\":2}");
+    assert_eq!(fingerprint, json("{\"\u{1F600}\":2,\"\u{E000}\":1}"));
+    assert_eq!(
+        fingerprint.digest(),
+        &documented_digest(
+            1,
+            "POST",
+            "/orders",
+            "{\"\u{1F600}\":2,\"\u{E000}\":1}".as_bytes()
+        )
+    );
+}
+
+#[test]
+fn fields_do_not_run_into_each_other() {
+    let fingerprint = |method: &[u8], route: &str, body: &[u8]| {
+        Fingerprint::compute(
+            &Method::from_bytes(method).unwrap(),
+            route,
+            &HeaderMap::new(),
+            body,
+            FingerprintMode::Raw,
+        )
+    };
+    assert_ne!(
+        fingerprint(b"POS", "T/a", b""),
+        fingerprint(b"POST", "/a", b"")
+    );
+    assert_ne!(
+        fingerprint(b"POST", "/a", b"bc"),
+        fingerprint(b"POST", "/ab", b"c")
+    );
+    assert_ne!(
+        fingerprint(b"POST", "", b"/a"),
+        fingerprint(b"POST", "/a", b"")
+    );
+}
+
+#[test]
+fn bytes_round_trip() {
+    for fingerprint in [json(r#"{"a":1}"#), post(None, "a=1", FingerprintMode::Raw)] {
+        let bytes = fingerprint.to_bytes();
+        let tag = match fingerprint.algorithm() {
+            FingerprintAlgorithm::JcsSha256V1 => 1,
+            FingerprintAlgorithm::RawSha256V1 => 2,
+            other => panic!("no tag known for {other:?}"),
+        };
+        assert_eq!(bytes[0], tag);
+        assert_eq!(&bytes[1..], fingerprint.digest());
+        let decoded = Fingerprint::from_bytes(&bytes).unwrap();
+        assert_eq!(decoded, fingerprint);
+        assert_eq!(decoded.algorithm(), fingerprint.algorithm());
+    }
+}
+
+#[test]
+fn bad_bytes_are_rejected() {
+    let good = json(r#"{"a":1}"#).to_bytes();
+    assert_eq!(Fingerprint::from_bytes(&[]), None);
+    assert_eq!(Fingerprint::from_bytes(&good[..1]), None);
+    assert_eq!(Fingerprint::from_bytes(&good[..32]), None);
+    assert_eq!(Fingerprint::from_bytes(&[&good[..], &[0]].concat()), None);
+    for tag in [0, 3, 0x7F, 0xFF] {
+        let mut bytes = good;
+        bytes[0] = tag;
+        assert_eq!(Fingerprint::from_bytes(&bytes), None, "tag {tag}");
+    }
+}
+
+#[test]
+fn text_form() {
+    let fingerprint = Fingerprint::from_bytes(&[[1].as_slice(), &[0xAB; 32]].concat()).unwrap();
+    let expected = format!("jcs-sha256-v1:{}", "ab".repeat(32));
+    assert_eq!(fingerprint.to_string(), expected);
+    assert_eq!(format!("{fingerprint:?}"), expected);
+    let raw = Fingerprint::from_bytes(&[[2].as_slice(), &[0x0F; 32]].concat()).unwrap();
+    assert_eq!(
+        raw.to_string(),
+        format!("raw-sha256-v1:{}", "0f".repeat(32))
+    );
+    assert_eq!(
+        FingerprintAlgorithm::JcsSha256V1.to_string(),
+        "jcs-sha256-v1"
+    );
+}
+
+/// Writes `value` as JSON with members in an order chosen by `seed`, whitespace between every
+/// token, every string character as a `\u` escape and numbers respelled: the same document in
+/// as different bytes as JSON allows.
+fn write_respelled(value: &Value, seed: u64, out: &mut String) {
+    let string = |s: &str, out: &mut String| {
+        out.push('"');
+        for unit in s.encode_utf16() {
+            if seed.is_multiple_of(2) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            } else {
+                out.push_str(&format!("\\u{unit:04X}"));
+            }
+        }
+        out.push('"');
+    };
+    match value {
+        Value::Object(map) => {
+            let mut members: Vec<_> = map.iter().collect();
+            members.sort_by_key(|(name, _)| {
+                let mut hasher = DefaultHasher::new();
+                (seed, name).hash(&mut hasher);
+                hasher.finish()
+            });
+            out.push_str("{ ");
+            for (index, (name, value)) in members.into_iter().enumerate() {
+                if index > 0 {
+                    out.push_str(" ,\n\t");
+                }
+                string(name, out);
+                out.push_str(" :\r\n ");
+                write_respelled(value, seed, out);
+            }
+            out.push_str(" }");
+        }
+        Value::Array(items) => {
+            out.push_str("[\n");
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push_str("\t,  ");
+                }
+                write_respelled(item, seed, out);
+            }
+            out.push_str(" ]");
+        }
+        Value::String(s) => string(s, out),
+        Value::Number(number) => match (number.as_i64(), number.as_f64()) {
+            // `1.0` for `1`: the same number per RFC 8785, now parsed as a double.
+            (Some(integer), _) => out.push_str(&format!("{integer}.0")),
+            (None, Some(double)) => out.push_str(&format!("{double:e}")),
+            (None, None) => unreachable!("serde_json numbers are i64, u64 or f64"),
+        },
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Counts the places [`mutate`] can change: scalars and empty containers.
+fn leaf_count(value: &Value) -> usize {
+    match value {
+        Value::Array(items) if !items.is_empty() => items.iter().map(leaf_count).sum(),
+        Value::Object(map) if !map.is_empty() => map.values().map(leaf_count).sum(),
+        _ => 1,
+    }
+}
+
+/// Changes the `target`-th leaf (depth first) to another value: `None` once done, or how many
+/// leaves remain to skip when `target` lies beyond this subtree.
+fn mutate(value: &mut Value, target: usize) -> Option<usize> {
+    match value {
+        Value::Array(items) if !items.is_empty() => items
+            .iter_mut()
+            .try_fold(target, |target, item| mutate(item, target)),
+        Value::Object(map) if !map.is_empty() => map
+            .values_mut()
+            .try_fold(target, |target, item| mutate(item, target)),
+        _ if target > 0 => Some(target - 1),
+        leaf => {
+            *leaf = match leaf.take() {
+                Value::Null => Value::Bool(false),
+                Value::Bool(b) => Value::Bool(!b),
+                Value::String(mut s) => {
+                    s.push('x');
+                    Value::String(s)
+                }
+                Value::Array(_) => Value::Array(vec![Value::Null]),
+                Value::Object(_) => serde_json::json!({ "": null }),
+                Value::Number(n) => {
+                    if let Some(i) = n.as_i64() {
+                        Value::from(if i < i64::MAX { i + 1 } else { i - 1 })
+                    } else if let Some(u) = n.as_u64() {
+                        Value::from(u - 1)
+                    } else {
+                        let d = n.as_f64().unwrap();
+                        let changed = if d < f64::MAX {
+                            d.next_up()
+                        } else {
+                            d.next_down()
+                        };
+                        Value::from(changed)
+                    }
+                }
+            };
+            None
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn member_order_whitespace_and_spelling_do_not_matter(
+        value in common::json_value(),
+        seed in any::<u64>(),
+    ) {
+        let compact = serde_json::to_vec(&value).unwrap();
+        let pretty = serde_json::to_vec_pretty(&value).unwrap();
+        let mut respelled = String::new();
+        write_respelled(&value, seed, &mut respelled);
+
+        let fingerprint = json(&compact);
+        prop_assert_eq!(fingerprint.algorithm(), FingerprintAlgorithm::JcsSha256V1);
+        prop_assert_eq!(json(&pretty), fingerprint);
+        prop_assert_eq!(json(&respelled), fingerprint, "{}", respelled);
+    }
+
+    #[test]
+    fn changing_any_value_changes_the_fingerprint(
+        value in common::json_value(),
+        target in any::<prop::sample::Index>(),
+    ) {
+        let mut changed = value.clone();
+        prop_assert_eq!(mutate(&mut changed, target.index(leaf_count(&value))), None);
+        prop_assert_ne!(&changed, &value);
+        let before = json(serde_json::to_vec(&value).unwrap());
+        let after = json(serde_json::to_vec(&changed).unwrap());
+        prop_assert_ne!(before, after, "{} against {}", value, changed);
+    }
+
+    #[test]
+    fn method_and_route_count(
+        value in common::json_value(),
+        methods in prop::sample::subsequence(
+            vec![Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE],
+            2,
+        ),
+        routes in (".{0,12}", ".{0,12}"),
+    ) {
+        let body = serde_json::to_vec(&value).unwrap();
+        let headers = headers(Some("application/json"));
+        let fingerprint = |method: &Method, route: &str| {
+            Fingerprint::compute(method, route, &headers, &body, FingerprintMode::Json)
+        };
+        let (route, other_route) = routes;
+        prop_assert_ne!(fingerprint(&methods[0], &route), fingerprint(&methods[1], &route));
+        if route != other_route {
+            prop_assert_ne!(fingerprint(&methods[0], &route), fingerprint(&methods[0], &other_route));
+        }
+    }
+
+    #[test]
+    fn raw_mode_differs_from_json_mode(value in common::json_value()) {
+        // Canonical bytes too: the algorithm tag is hashed, so equal bodies still differ.
+        let mut canonical = Vec::new();
+        idem_core::fingerprint::canonicalize_json(&value, &mut canonical);
+        for body in [serde_json::to_vec(&value).unwrap(), canonical] {
+            let json_mode = json(&body);
+            let raw_mode = post(Some("application/json"), &body, FingerprintMode::Raw);
+            prop_assert_eq!(raw_mode.algorithm(), FingerprintAlgorithm::RawSha256V1);
+            prop_assert_ne!(json_mode.digest(), raw_mode.digest());
+        }
+    }
+}
