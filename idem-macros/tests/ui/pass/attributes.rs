@@ -22,6 +22,13 @@ pub async fn gone() -> &'static str {
     missing_function()
 }
 
+/// Lint levels on the constant reach the function nested in it.
+#[idempotent(scope = "global")]
+#[expect(unused_variables)]
+pub async fn linted() {
+    let unused = 1;
+}
+
 /// `cfg_attr` is split by the same rule.
 #[idempotent(scope = "global")]
 #[cfg_attr(all(), doc = "Also documented.", inline)]
@@ -30,5 +37,6 @@ pub async fn conditional() {}
 fn main() {
     let _app: Router = Router::new()
         .route("/things", post(create))
+        .route("/linted", post(linted))
         .route("/conditional", post(conditional));
 }
