@@ -214,10 +214,10 @@ impl Run {
     }
 
     async fn release(&self, why: &str) {
-        if let Some(transaction) = self.context.take_transaction().await {
-            if let Err(error) = self.idem.call_store(transaction.rollback()).await {
-                observe::record(Outcome::StoreError, &self.route, &error);
-            }
+        if let Some(transaction) = self.context.take_transaction().await
+            && let Err(error) = self.idem.call_store(transaction.rollback()).await
+        {
+            observe::record(Outcome::StoreError, &self.route, &error);
         }
         match self
             .idem

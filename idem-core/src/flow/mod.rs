@@ -9,6 +9,9 @@
 //! The macro runs the handler's extractors between steps 1 and 3, so that a rejected request
 //! never touches the store.
 
+// A refusal is a `Response`, returned once per request; see `__private`.
+#![allow(clippy::result_large_err)]
+
 mod detach;
 mod execute;
 
