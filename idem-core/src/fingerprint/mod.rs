@@ -38,8 +38,9 @@
 //!
 //! Every field but the tag byte carries its length as a big-endian `u64`, so that no two different
 //! requests feed the same bytes (`("a", "bc")` against `("ab", "c")`). The domain, method and
-//! target are prefixed with their length; the body is followed by it, because the canonical form is
-//! streamed into the hasher and its length is only known at the end.
+//! target are prefixed with their length; the body is followed by it. (The first implementation
+//! streamed the canonical form into the hasher and knew its length only at the end; the layout
+//! stays as it was, see [Stability](#stability).)
 //!
 //! # Which bodies are canonicalized
 //!
@@ -53,11 +54,12 @@
 //!
 //! # Canonical JSON
 //!
-//! [`canonicalize_json`] implements RFC 8785 (JCS) over [`serde_json::Value`]: member names are
-//! sorted by their UTF-16 code units, strings are escaped as ECMAScript's `JSON.stringify` escapes
-//! them, numbers are written as ECMAScript's `Number.prototype.toString` writes them (via
-//! `ryu-js`), and there is no whitespace. So `1.0`, `1` and `1e0` are the same number, and so are
-//! `-0` and `0`.
+//! [`canonicalize_json`] writes the RFC 8785 (JCS) form of a [`serde_json::Value`], and
+//! [`canonicalize_json_bytes`] the same bytes straight from JSON text, which is what fingerprints
+//! use. Member names are sorted by their UTF-16 code units, strings are escaped as ECMAScript's
+//! `JSON.stringify` escapes them, numbers are written as ECMAScript's `Number.prototype.toString`
+//! writes them (via `ryu-js`), and there is no whitespace. So `1.0`, `1` and `1e0` are the same
+//! number, and so are `-0` and `0`.
 //!
 //! **One deviation, for integers.** RFC 8785 treats every number as an IEEE 754 double, so
 //! `9007199254740993` and `9007199254740992` (2<sup>53</sup> + 1 and 2<sup>53</sup>) would both be
@@ -73,10 +75,25 @@
 //! so the canonical text would not be RFC 8785's, and since cargo unifies features, a fingerprint
 //! would change the day another crate in the build turned the feature on.
 //!
-//! The input is whatever serde_json accepts. A member name given twice keeps its last value
-//! (RFC 8785 asks for such input to be rejected). serde_json refuses a string with an unpaired
-//! surrogate escape (`"\ud800"`) and nesting deeper than 128 levels, so such a body is hashed as
-//! bytes; that also bounds the canonicalizer's recursion.
+//! The input is whatever serde_json accepts into a `Value`, read as a `Value` reads it. A member
+//! name given twice keeps its last value (RFC 8785 asks for such input to be rejected). An object
+//! whose first member is named `$serde_json::private::Number` or `$serde_json::private::RawValue`
+//! is read through a `Value` itself, because what a `Value` makes of it depends on serde_json
+//! features (`arbitrary_precision`, `raw_value`) that any crate in the build can turn on; no
+//! client has a reason to send such a name. serde_json refuses a string with an unpaired surrogate
+//! escape (`"\ud800"`) and nesting 128 levels deep or more, so such a body is hashed as bytes;
+//! that also bounds the canonicalizer's recursion.
+//!
+//! # Performance
+//!
+//! A JSON body is read once: serde_json's parser drives a visitor that writes the canonical form
+//! into a buffer as it goes ([`canonicalize_json_bytes`]). There is no `Value`, no allocation per
+//! string or member, and an object's members are reordered in place only when they are out of
+//! order (members already in order, as most serializers write them, are never moved). The
+//! header, the canonical body and its length are then hashed in one call: SHA-256 costs far more
+//! per call than per byte for the short pieces a canonical form is made of. The buffers stay with
+//! the thread for the next request, except any that grew past 1 MiB, so that one large request
+//! does not pin its memory.
 //!
 //! # Stability
 //!
@@ -90,11 +107,9 @@ mod jcs;
 use std::fmt;
 
 use http::{HeaderMap, Method, header::CONTENT_TYPE};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use self::jcs::Sink;
-pub use self::jcs::canonicalize_json;
+pub use self::jcs::{canonicalize_json, canonicalize_json_bytes};
 
 /// Separates these digests from any other SHA-256 use of the same bytes.
 const DOMAIN: &[u8] = b"idem-fingerprint";
@@ -198,39 +213,36 @@ impl Fingerprint {
         body: &[u8],
         mode: FingerprintMode,
     ) -> Self {
-        if mode == FingerprintMode::Json
-            && !body.is_empty()
-            && is_json(headers)
-            && let Ok(value) = serde_json::from_slice::<Value>(body)
-        {
-            return Self::hash(FingerprintAlgorithm::JcsSha256V1, method, target, |sink| {
-                jcs::write_canonical(&value, sink)
-            });
-        }
-        Self::hash(FingerprintAlgorithm::RawSha256V1, method, target, |sink| {
-            sink.put(body)
+        jcs::with_buffers(|buffers| {
+            let jcs::Buffers { out, scratch } = buffers;
+            if mode == FingerprintMode::Json && !body.is_empty() && is_json(headers) {
+                let algorithm = FingerprintAlgorithm::JcsSha256V1;
+                write_header(algorithm, method, target, out);
+                let body_start = out.len();
+                if jcs::canonicalize_bytes(body, out, scratch).is_ok() {
+                    let body_len = (out.len() - body_start) as u64;
+                    out.extend_from_slice(&body_len.to_be_bytes());
+                    // The whole input in one call: the hasher's cost per call is far above its
+                    // cost per byte for the short pieces a canonical form is made of.
+                    return Self {
+                        algorithm,
+                        digest: Sha256::digest(&out).into(),
+                    };
+                }
+                out.clear();
+            }
+            let algorithm = FingerprintAlgorithm::RawSha256V1;
+            write_header(algorithm, method, target, out);
+            // The body is not copied: it is already one piece.
+            let mut hasher = Sha256::new();
+            hasher.update(&out);
+            hasher.update(body);
+            hasher.update((body.len() as u64).to_be_bytes());
+            Self {
+                algorithm,
+                digest: hasher.finalize().into(),
+            }
         })
-    }
-
-    fn hash(
-        algorithm: FingerprintAlgorithm,
-        method: &Method,
-        target: &str,
-        write_body: impl FnOnce(&mut BodyHasher),
-    ) -> Self {
-        let mut hasher = Sha256::new();
-        update_with_length(&mut hasher, DOMAIN);
-        hasher.update([algorithm.tag()]);
-        update_with_length(&mut hasher, method.as_str().as_bytes());
-        update_with_length(&mut hasher, target.as_bytes());
-        let mut body = BodyHasher { hasher, len: 0 };
-        write_body(&mut body);
-        let BodyHasher { mut hasher, len } = body;
-        hasher.update(len.to_be_bytes());
-        Self {
-            algorithm,
-            digest: hasher.finalize().into(),
-        }
     }
 
     /// The algorithm this fingerprint was computed with.
@@ -288,22 +300,18 @@ impl fmt::Debug for Fingerprint {
     }
 }
 
-/// The hasher while the body goes in, counting bytes for the length that follows the body.
-struct BodyHasher {
-    hasher: Sha256,
-    len: u64,
+/// Writes what precedes the body in the hashed input: the domain, the tag byte, the method and
+/// the target, each but the tag after its length.
+fn write_header(algorithm: FingerprintAlgorithm, method: &Method, target: &str, out: &mut Vec<u8>) {
+    write_with_length(DOMAIN, out);
+    out.push(algorithm.tag());
+    write_with_length(method.as_str().as_bytes(), out);
+    write_with_length(target.as_bytes(), out);
 }
 
-impl Sink for BodyHasher {
-    fn put(&mut self, bytes: &[u8]) {
-        self.hasher.update(bytes);
-        self.len += bytes.len() as u64;
-    }
-}
-
-fn update_with_length(hasher: &mut Sha256, field: &[u8]) {
-    hasher.update((field.len() as u64).to_be_bytes());
-    hasher.update(field);
+fn write_with_length(field: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(field.len() as u64).to_be_bytes());
+    out.extend_from_slice(field);
 }
 
 /// Whether the `Content-Type` is `application/json` or `type/subtype+json`, in any case and with
