@@ -572,11 +572,100 @@ fn write_integer(negative: bool, mut magnitude: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&buffer[start..]);
 }
 
+/// 2<sup>53</sup>: every integer up to it in magnitude is a double, and below 10<sup>21</sup>
+/// ECMAScript writes an integral double in plain digits.
+const EXACT_DOUBLE_INTEGER: f64 = 9_007_199_254_740_992.0;
+
 /// Writes a double as ECMAScript's `Number.prototype.toString` does.
 fn write_double(double: f64, out: &mut Vec<u8>) {
-    // `format` rather than `format_finite`: the doubles here are finite, but should that ever
-    // not hold, a wrong text is better than an unspecified one.
-    out.extend_from_slice(ryu_js::Buffer::new().format(double).as_bytes());
+    if double.fract() == 0.0 && double.abs() <= EXACT_DOUBLE_INTEGER {
+        // A shortcut with the same text: the integer's digits, `-0` as `0`.
+        write_integer(double < 0.0, double.abs() as u64, out);
+    } else if let Some((digits, scale)) = short_decimal(double.abs()) {
+        write_short_decimal(double < 0.0, digits, scale, out);
+    } else {
+        // `format` rather than `format_finite`: the doubles here are finite, but should that ever
+        // not hold, a wrong text is better than an unspecified one.
+        out.extend_from_slice(ryu_js::Buffer::new().format(double).as_bytes());
+    }
+}
+
+/// Powers of ten that are exact doubles.
+const POWERS_OF_TEN: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// For a positive, non-integral double that some decimal of at most 15 significant digits
+/// denotes, that decimal as `digits × 10^-scale` with no trailing zero in `digits`, provided
+/// ECMAScript writes it without an exponent (it is at least 10<sup>-6</sup>); `None` otherwise.
+///
+/// Most decimals in requests (prices, rates, coordinates) are such doubles, and for them this is a
+/// shortcut to what the shortest round-trip formatting (`ryu-js`) finds:
+/// - the decimal denotes the double: `digits / 10^scale` is computed from two exact doubles with
+///   one correctly rounded division, so it is the double nearest the decimal, which is what
+///   parsing the decimal gives;
+/// - it is the shortest one: two different decimals of at most 15 significant digits never round
+///   to the same double (which is why 15 digits always survive a round trip through a double), so
+///   no shorter decimal, and no other of the same length, denotes it;
+/// - ECMAScript writes those digits without an exponent when the double is at least
+///   10<sup>-6</sup> and below 10<sup>21</sup>: digits before the point and after, or `0.`, up to
+///   five zeros and the digits.
+fn short_decimal(magnitude: f64) -> Option<(u64, usize)> {
+    // Below 10^-6 ECMAScript writes an exponent. The double nearest a decimal of at most 15 digits
+    // is below the double nearest 10^-6 exactly when the decimal is below 10^-6: rounding keeps
+    // order, and two such decimals do not round to the same double.
+    if !(1e-6..1e15).contains(&magnitude) {
+        return None;
+    }
+    for (scale, &power) in POWERS_OF_TEN.iter().enumerate().skip(1) {
+        // Rounded, not required to be integral: the product of the double nearest a decimal and a
+        // power of ten can miss the decimal's digits by an ulp (1.1 × 10 is 11.000000000000002).
+        // The division below decides, whatever the candidate.
+        let candidate = (magnitude * power).round();
+        if candidate >= 1e15 {
+            return None;
+        }
+        if candidate / power == magnitude {
+            // An integer below 2^53, so the conversion is exact.
+            let (mut digits, mut scale) = (candidate as u64, scale);
+            while digits % 10 == 0 {
+                digits /= 10;
+                scale -= 1;
+            }
+            // A non-integral double is not a decimal without fraction digits, so `scale` stays
+            // above zero.
+            return (scale > 0).then_some((digits, scale));
+        }
+    }
+    None
+}
+
+/// Writes `digits × 10^-scale`, `0 < scale <= 15`, in plain decimal notation: the integer part
+/// (`0` if there is none), a point, and `scale` fraction digits.
+fn write_short_decimal(negative: bool, mut digits: u64, scale: usize, out: &mut Vec<u8>) {
+    // A sign, at most 15 digits before the point and 15 after it, and the point.
+    let mut buffer = [0u8; 32];
+    let mut start = buffer.len();
+    for _ in 0..scale {
+        start -= 1;
+        buffer[start] = b'0' + (digits % 10) as u8;
+        digits /= 10;
+    }
+    start -= 1;
+    buffer[start] = b'.';
+    loop {
+        start -= 1;
+        buffer[start] = b'0' + (digits % 10) as u8;
+        digits /= 10;
+        if digits == 0 {
+            break;
+        }
+    }
+    if negative {
+        start -= 1;
+        buffer[start] = b'-';
+    }
+    out.extend_from_slice(&buffer[start..]);
 }
 
 /// Writes a JSON string as RFC 8785 §3.2.2.2 (ECMAScript `JSON.stringify`) does: only `"`, `\`
@@ -761,6 +850,63 @@ mod tests {
         }
     }
 
+    fn double_text(double: f64) -> String {
+        let mut out = Vec::new();
+        write_double(double, &mut out);
+        String::from_utf8(out).expect("a number is ASCII")
+    }
+
+    /// What `write_double` must write: `ryu-js`, which implements ECMAScript's algorithm.
+    fn ecmascript_text(double: f64) -> String {
+        ryu_js::Buffer::new().format(double).to_owned()
+    }
+
+    #[test]
+    fn double_shortcuts_match_ryu_js_at_their_edges() {
+        for double in [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            0.1,
+            0.2,
+            0.3,
+            0.1 + 0.2,
+            1.1,
+            2.675,
+            1250.5,
+            -1250.25,
+            19.99,
+            0.000001,
+            0.0000015,
+            0.000001234,
+            1e-6_f64.next_down(),
+            1e-6_f64.next_up(),
+            0.00000099,
+            1e-7,
+            123456789012345.6,
+            12345678901234.56,
+            99999999999999.9,
+            999999999999999.9,
+            0.999999999999999,
+            0.9999999999999999,
+            9007199254740991.0,
+            9007199254740992.0,
+            9007199254740993.0,
+            -9007199254740992.0,
+            9007199254740994.0,
+            1e15,
+            1e21,
+            1e22,
+            5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+        ] {
+            assert_eq!(double_text(double), ecmascript_text(double), "{double:e}");
+        }
+    }
+
     #[test]
     fn name_prefixes_order_by_utf16_code_units() {
         let names = [
@@ -788,6 +934,38 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn doubles_match_ryu_js(bits in any::<u64>()) {
+            let double = f64::from_bits(bits);
+            prop_assume!(double.is_finite());
+            prop_assert_eq!(double_text(double), ecmascript_text(double));
+        }
+
+        /// The doubles the short-decimal shortcut is for: decimals with few digits, as requests
+        /// carry them, and the doubles right next to them.
+        #[test]
+        fn short_decimals_match_ryu_js(
+            digits in prop_oneof![1..100_000_u64, 1..10_000_000_000_000_000_u64],
+            scale in 0..24_i32,
+            negative in any::<bool>(),
+            step in -1..=1_i32,
+        ) {
+            let text = format!("{}{digits}e-{scale}", if negative { "-" } else { "" });
+            let double: f64 = text.parse().unwrap();
+            let double = match step {
+                -1 => double.next_down(),
+                1 => double.next_up(),
+                _ => double,
+            };
+            prop_assert_eq!(double_text(double), ecmascript_text(double), "{}", text);
+        }
+
+        #[test]
+        fn integral_doubles_match_ryu_js(integer in -(1_i64 << 54)..=(1 << 54)) {
+            let double = integer as f64;
+            prop_assert_eq!(double_text(double), ecmascript_text(double));
+        }
+
         #[test]
         fn name_prefixes_agree_with_cmp_utf16(a in tricky_string(), b in tricky_string()) {
             let (pa, pb) = (name_prefix(a.as_bytes()), name_prefix(b.as_bytes()));

@@ -58,8 +58,9 @@
 //! [`canonicalize_json_bytes`] the same bytes straight from JSON text, which is what fingerprints
 //! use. Member names are sorted by their UTF-16 code units, strings are escaped as ECMAScript's
 //! `JSON.stringify` escapes them, numbers are written as ECMAScript's `Number.prototype.toString`
-//! writes them (via `ryu-js`), and there is no whitespace. So `1.0`, `1` and `1e0` are the same
-//! number, and so are `-0` and `0`.
+//! writes them (via `ryu-js`, with shortcuts for integral doubles and short decimals that give the
+//! same text), and there is no whitespace. So `1.0`, `1` and `1e0` are the same number, and so are
+//! `-0` and `0`.
 //!
 //! **One deviation, for integers.** RFC 8785 treats every number as an IEEE 754 double, so
 //! `9007199254740993` and `9007199254740992` (2<sup>53</sup> + 1 and 2<sup>53</sup>) would both be
