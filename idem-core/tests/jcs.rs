@@ -562,9 +562,20 @@ proptest! {
         prop_assert_eq!(&canonical_text(&streamed), &streamed);
     }
 
+    /// Strings put between quotes as they are, raw control characters, quotes and backslashes
+    /// included: the streaming route writes a string without escapes in the input as it is.
+    #[test]
+    fn streaming_matches_value_on_raw_strings(chars in prop::collection::vec(
+        prop_oneof![any::<char>(), prop::char::range('\u{0}', '\u{22}'), Just('\\')],
+        0..8,
+    )) {
+        let text = String::from_iter(chars);
+        assert_streams_as_value_does(format!("[\"{text}\",{{\"{text}\":1}}]"));
+    }
+
     #[test]
     fn streaming_matches_value_on_any_bytes(json in prop::collection::vec(
-        prop::sample::select(b"{}[],:\"\\ 0123456789.eE+-aeflnrstu".to_vec()),
+        prop::sample::select(b"{}[],:\"\\ 0123456789.eE+-aeflnrstu\t\n\x00\x1f\x7f".to_vec()),
         0..24,
     )) {
         assert_streams_as_value_does(&json);
