@@ -256,6 +256,7 @@ const SERDE_JSON_PRIVATE_NAMES: [&str; 2] = [
     "$serde_json::private::RawValue",
 ];
 
+/// One streaming canonicalization: where the canonical form goes and the bookkeeping for it.
 struct Writer<'a> {
     out: &'a mut Vec<u8>,
     scratch: &'a mut Scratch,
