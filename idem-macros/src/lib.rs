@@ -108,8 +108,9 @@
 //! `idem_core::Principal` request extension, inserted by the application's authentication:
 //!
 //! - a middleware, before the handler runs;
-//! - or an extractor among the handler's arguments, before the last one: the principal is
-//!   read once every argument but the last (the body extractor) has been extracted.
+//! - or an extractor among the handler's arguments: the principal is read once every
+//!   extractor that reads only the request's parts has run, in any position, and before a
+//!   body extractor (`Json`, `Bytes`, `Form`), which axum requires to come last.
 //!
 //! ```
 //! use axum::{extract::FromRequestParts, http::{StatusCode, request::Parts}, Json};

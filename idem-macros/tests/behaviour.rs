@@ -180,6 +180,15 @@ impl<S: Send + Sync> FromRequestParts<S> for User {
     }
 }
 
+/// A body-less operation (a cancellation, say) whose authentication extractor comes last.
+#[idempotent]
+async fn extractor_auth_last(
+    State(counter): State<Counter>,
+    _user: User,
+) -> (StatusCode, Json<Value>) {
+    counter.run(Value::Null).await
+}
+
 #[idempotent]
 async fn extractor_auth(
     State(counter): State<Counter>,
@@ -217,6 +226,7 @@ fn routes(counter: &Counter) -> Router {
         .route("/stored-server-error", post(stored_server_error))
         .route("/panic", post(panics_once))
         .route("/extractor-auth", post(extractor_auth))
+        .route("/extractor-auth-last", post(extractor_auth_last))
         .layer(middleware::from_fn(authenticate))
         .with_state(counter.clone())
 }
@@ -521,6 +531,30 @@ async fn an_authentication_extractor_can_name_the_principal() {
     let anonymous = send(&app, post_to("/extractor-auth", Some("shared"), BODY)).await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
     assert_eq!(anonymous.body, "who are you?");
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_authentication_extractor_in_last_place_names_the_principal_too() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let as_user = |user| {
+        with_header(
+            post_to("/extractor-auth-last", Some("cancel-1"), ""),
+            "x-api-user",
+            user,
+        )
+    };
+    let alice = send(&app, as_user("alice")).await;
+    assert_eq!(alice.status, StatusCode::CREATED);
+    assert!(!alice.replayed());
+    assert!(
+        !send(&app, as_user("bob")).await.replayed(),
+        "bob's key is his own"
+    );
+    let again = send(&app, as_user("alice")).await;
+    assert!(again.replayed());
+    assert_eq!(again.body, alice.body);
     assert_eq!(counter.runs(), 2);
 }
 

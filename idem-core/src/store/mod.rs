@@ -26,7 +26,7 @@
 //! # What a store must guarantee
 //!
 //! Users write their own stores; the runtime's promise (a handler runs once per key) holds
-//! only if every store keeps these rules. The [conformance suite](crate::store::conformance)
+//! only if every store keeps these rules. The conformance suite, `idem_core::store::conformance`
 //! (feature `conformance`) checks them.
 //!
 //! 1. **Atomic claim.** Of any number of concurrent claims of one key, from any number of
