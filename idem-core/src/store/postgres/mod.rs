@@ -98,6 +98,7 @@
 mod migrate;
 mod sql;
 mod table;
+mod transaction;
 
 use std::{fmt, sync::Arc, time::Duration};
 
@@ -111,8 +112,9 @@ use self::sql::{RESPONSE_FORMAT, Statements};
 pub use self::{
     migrate::{migrate, migration_sql},
     table::{TableName, TableNameError},
+    transaction::{PostgresTransaction, Tx, TxError},
 };
-use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
+use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction};
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 
 /// How many times a claim runs when its snapshot keeps missing concurrent changes.
@@ -342,6 +344,15 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| self.error(e))?;
         fenced(done.rows_affected())
+    }
+
+    async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
+        let transaction = self.inner.pool.begin().await.map_err(|e| self.error(e))?;
+        Ok(Box::new(PostgresTransaction::new(
+            transaction,
+            self.inner.pool.clone(),
+            Arc::clone(&self.inner.statements),
+        )))
     }
 }
 
