@@ -97,6 +97,7 @@
 
 mod migrate;
 mod sql;
+mod sweep;
 mod table;
 mod transaction;
 
@@ -111,6 +112,7 @@ use sqlx::{
 use self::sql::{RESPONSE_FORMAT, Statements};
 pub use self::{
     migrate::{migrate, migration_sql},
+    sweep::SweeperHandle,
     table::{TableName, TableNameError},
     transaction::{PostgresTransaction, Tx, TxError},
 };

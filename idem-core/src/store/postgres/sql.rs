@@ -108,6 +108,18 @@ const RELEASE: &str = "\
 DELETE FROM {table}
 WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
 
+/// One batch of the sweeper: the oldest expired records, skipping rows a claim has locked.
+const SWEEP: &str = "\
+DELETE FROM {table}
+WHERE key IN (
+    SELECT key FROM {table}
+    WHERE expires_at <= clock_timestamp()
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+AND expires_at <= clock_timestamp()";
+
 /// The statements for one table.
 #[derive(Debug)]
 pub(super) struct Statements {
@@ -115,6 +127,7 @@ pub(super) struct Statements {
     complete: SqlStr,
     renew: SqlStr,
     release: SqlStr,
+    sweep: SqlStr,
 }
 
 impl Statements {
@@ -129,6 +142,7 @@ impl Statements {
             complete: render(COMPLETE),
             renew: render(RENEW),
             release: render(RELEASE),
+            sweep: render(SWEEP),
         }
     }
 
@@ -179,6 +193,10 @@ impl Statements {
             .bind(key(key_))
             .bind(token(token_))
     }
+
+    pub(super) fn sweep(&self, batch: i64) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.sweep.clone()).bind(batch)
+    }
 }
 
 fn key(key: &StoreKey) -> Vec<u8> {
@@ -225,6 +243,7 @@ mod tests {
             &statements.complete,
             &statements.renew,
             &statements.release,
+            &statements.sweep,
         ] {
             assert!(sql.as_str().contains("\"idem\".\"records\""));
             assert!(!sql.as_str().contains("{table}"));
