@@ -201,6 +201,43 @@ async fn a_successful_handler_commits_its_row_with_the_record_and_its_retry_repl
     setup.tear_down().await;
 }
 
+/// A handler whose statement failed (aborting its transaction) and that answered 409 all the
+/// same: the 409 is the operation's result. It is stored and replayed, and nothing the handler
+/// wrote commits, since the transaction could only roll back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_after_a_failed_statement_is_stored_without_the_writes() {
+    let Some(setup) =
+        setup("an_answer_after_a_failed_statement_is_stored_without_the_writes").await
+    else {
+        return;
+    };
+    let instance = setup.instance();
+    setup.shop.then(Step::Duplicate);
+    let key = key();
+    let first = pay(&setup.client, &instance, &key, &payment()).await;
+    assert_eq!(
+        first.status,
+        409,
+        "{:?}",
+        String::from_utf8_lossy(&first.body)
+    );
+    assert_eq!(first.json()["error"], "payment already exists");
+    assert_eq!(
+        setup.payments().await,
+        0,
+        "the aborted transaction wrote nothing"
+    );
+    assert_eq!(setup.completed_records().await, 1);
+
+    let again = pay(&setup.client, &instance, &key, &payment()).await;
+    assert!(again.replayed());
+    assert_eq!(again.status, 409);
+    assert_eq!(again.body, first.body);
+    assert_eq!(setup.shop.executions(), 1);
+    drop(instance);
+    setup.tear_down().await;
+}
+
 /// 100 requests with one key at once, from as many tasks: one runs, the others answer 409
 /// or replay its result, and exactly one row is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

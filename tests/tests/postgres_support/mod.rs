@@ -153,6 +153,9 @@ pub enum Step {
     },
     /// Write the payment, hold the transaction this long, then answer 201.
     Hold(Duration),
+    /// Write the payment, then write it again: the duplicate id fails the statement (and
+    /// aborts the transaction), and the handler answers 409 as an application would.
+    Duplicate,
 }
 
 /// The test service: `POST /payments` writes a row into `payments` in the request's
@@ -245,6 +248,23 @@ async fn create_payment(State(shop): State<Shop>, mut tx: Tx, Json(body): Json<V
             proceed.notified().await;
         }
         Step::Hold(duration) => tokio::time::sleep(duration).await,
+        Step::Duplicate => {
+            let again = format!(
+                "INSERT INTO {} (id, amount, execution) VALUES ($1, 0, 0)",
+                shop.payments
+            );
+            let conn = match tx.conn().await {
+                Ok(conn) => conn,
+                Err(error) => return error.into_response(),
+            };
+            let duplicate = sqlx::query(AssertSqlSafe(again))
+                .bind(id)
+                .execute(conn)
+                .await;
+            assert!(duplicate.is_err(), "the duplicate id must be refused");
+            let conflict = json!({ "error": "payment already exists", "execution": execution });
+            return (StatusCode::CONFLICT, Json(conflict)).into_response();
+        }
     }
     let payment = json!({ "id": id, "amount": body["amount"], "execution": execution });
     (StatusCode::CREATED, Json(payment)).into_response()

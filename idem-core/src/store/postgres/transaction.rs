@@ -81,6 +81,19 @@ impl StoreTransaction for PostgresTransaction {
                 let _ = transaction.rollback().await;
                 Err(StoreError::LeaseLost)
             }
+            Err(failure) if aborted(&failure) => {
+                // A statement of the handler failed and it answered all the same (a 409 for a
+                // unique violation, say): the transaction can only roll back, and nothing the
+                // handler wrote survives. Its answer is still the operation's result, so the
+                // record is completed on its own, fenced as ever.
+                transaction.rollback().await.map_err(|e| error(&pool, e))?;
+                let done = statements
+                    .complete(key, token, response, ttl)
+                    .execute(&pool)
+                    .await
+                    .map_err(|e| error(&pool, e))?;
+                super::fenced(done.rows_affected())
+            }
             Err(failure) => {
                 let _ = transaction.rollback().await;
                 Err(error(&pool, failure))
@@ -105,6 +118,15 @@ impl StoreTransaction for PostgresTransaction {
     fn as_any_mut(&mut self) -> &mut (dyn Any + Send) {
         self
     }
+}
+
+/// Whether `error` says the transaction is aborted (SQLSTATE 25P02): an earlier statement in
+/// it failed, so it can only roll back.
+fn aborted(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|error| error.code())
+        .is_some_and(|code| code == "25P02")
 }
 
 /// An extractor that gives a handler the request's PostgreSQL transaction: the handler's
