@@ -178,6 +178,7 @@ impl PostgresStore {
             statement_timeout: Self::DEFAULT_STATEMENT_TIMEOUT,
             acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            test_before_acquire: true,
         }
     }
 
@@ -392,6 +393,7 @@ pub struct PostgresStoreBuilder {
     statement_timeout: Duration,
     acquire_timeout: Duration,
     max_connections: u32,
+    test_before_acquire: bool,
 }
 
 impl PostgresStoreBuilder {
@@ -437,6 +439,17 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// Whether the pool pings a connection before each use (yes by default, as sqlx does).
+    ///
+    /// The ping is one more round trip on every store call. It lets the pool replace a
+    /// connection that died while idle (the database restarted, a proxy dropped it) before a
+    /// request uses it; without it, each such connection fails one request (503) and is then
+    /// discarded. See docs/postgres.md for what it costs.
+    pub fn test_before_acquire(mut self, test: bool) -> Self {
+        self.test_before_acquire = test;
+        self
+    }
+
     /// Connects to `url` and builds the store.
     pub async fn connect(self, url: &str) -> Result<PostgresStore, sqlx::Error> {
         let options: PgConnectOptions = url.parse()?;
@@ -456,6 +469,7 @@ impl PostgresStoreBuilder {
         let pool = PgPoolOptions::new()
             .max_connections(self.max_connections)
             .acquire_timeout(self.acquire_timeout)
+            .test_before_acquire(self.test_before_acquire)
             .connect_with(options)
             .await?;
         Ok(self.build(pool))
