@@ -33,7 +33,7 @@
 //!
 //! | column | type | |
 //! | --- | --- | --- |
-//! | `key` | `bytea` primary key | the 32-byte [`StoreKey`](crate::StoreKey) |
+//! | `key` | `bytea` primary key | the 32-byte [`StoreKey`] |
 //! | `fingerprint` | `bytea` | [`Fingerprint::to_bytes`](crate::fingerprint::Fingerprint::to_bytes) |
 //! | `state` | `text` | `in_flight` or `completed` |
 //! | `lease_token`, `lease_expires_at` | `bytea`, `timestamptz` | the holder of an in-flight record |
@@ -74,19 +74,22 @@
 //!
 //! # Transactional mode
 //!
-//! [`Store::begin`](crate::store::Store::begin) opens a transaction on the pool; the [`Tx`]
+//! [`Store::begin`] opens a transaction on the pool; the [`Tx`]
 //! extractor hands it to the handler, beginning it on first use. The runtime then completes
 //! the record inside it (the same fenced `UPDATE`) and commits: the handler's rows and the
 //! record commit together, or neither does. If the lease was taken over meanwhile, the update
 //! finds no row, the transaction rolls back and the request answers 409. A failed handler
-//! (5xx, [`NoStore`](crate::NoStore), panic) rolls back and releases the key.
+//! (5xx, [`NoStore`](crate::NoStore), panic) rolls back and releases the key. A handler that
+//! answers after one of its statements failed (which aborts the transaction) has its answer
+//! stored on its own, without its writes, which could only roll back.
 //!
 //! # Timeouts
 //!
 //! [`connect`](PostgresStore::connect) builds a pool whose connections set `lock_timeout`
 //! (2 s) and `statement_timeout` (5 s), so no statement, the handler's included, waits for a
 //! row lock for long, and whose acquire timeout (2 s) makes an exhausted pool fail promptly.
-//! Change them on the [builder](PostgresStoreBuilder). A pool of your own, given to
+//! Change them on the [builder](PostgresStoreBuilder), which also sets the pool's size and
+//! whether it pings a connection before each use. A pool of your own, given to
 //! [`PostgresStore::new`], keeps its own settings.
 //!
 //! # Failures
@@ -125,6 +128,20 @@ const CLAIM_ATTEMPTS: u32 = 5;
 /// Idempotency records in a PostgreSQL table. Cheap to clone; clones share the pool.
 ///
 /// See the [module docs](self) for the table, the statements and transactional mode.
+///
+/// ```no_run
+/// use idem_core::{Idempotency, store::PostgresStore};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::connect("postgres://localhost/app").await?;
+/// store.migrate().await?;
+/// let idem = Idempotency::new(store.clone());
+/// // The same pool serves the application's own queries.
+/// let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
+///     .fetch_one(store.pool())
+///     .await?;
+/// # drop((idem, users)); Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
@@ -188,6 +205,16 @@ impl PostgresStore {
     }
 
     /// The records table.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = idem_core::store::PostgresStore::builder()
+    ///     .table("billing.idempotency_records")?
+    ///     .connect("postgres://localhost/app")
+    ///     .await?;
+    /// assert_eq!(store.table().as_str(), "billing.idempotency_records");
+    /// # Ok(()) }
+    /// ```
     pub fn table(&self) -> &TableName {
         &self.inner.table
     }

@@ -40,7 +40,14 @@ impl PostgresStore {
         }
     }
 
-    /// Deletes at most `batch_size` expired records, in one statement.
+    /// Deletes at most `batch_size` expired records, in one statement, and answers how many.
+    ///
+    /// ```no_run
+    /// # async fn run(store: idem_core::store::PostgresStore) -> Result<(), idem_core::store::StoreError> {
+    /// // A little at a time, from a job scheduler of your own.
+    /// let deleted = store.sweep_batch(100).await?;
+    /// # drop(deleted); Ok(()) }
+    /// ```
     pub async fn sweep_batch(&self, batch_size: u32) -> Result<u64, StoreError> {
         let deleted = self
             .inner
@@ -117,6 +124,14 @@ impl PostgresStore {
 
 /// The background sweeper of [`PostgresStore::spawn_sweeper`]. Dropping it stops the sweeper
 /// (after the batch it is running).
+///
+/// ```no_run
+/// # async fn run(store: idem_core::store::PostgresStore) {
+/// let sweeper = store.spawn_sweeper(std::time::Duration::from_secs(60));
+/// assert!(!sweeper.is_finished());
+/// sweeper.stop().await;
+/// # }
+/// ```
 #[must_use = "dropping the handle stops the sweeper"]
 pub struct SweeperHandle {
     stop: Option<oneshot::Sender<()>>,

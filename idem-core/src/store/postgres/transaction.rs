@@ -19,8 +19,25 @@ use crate::{
     store::{LeaseToken, StoreError, StoreTransaction},
 };
 
-/// The transaction [`PostgresStore::begin`](super::PostgresStore) opens for one request. The
-/// runtime ends it; handlers reach it through the [`Tx`] extractor.
+/// The transaction [`PostgresStore`](super::PostgresStore) opens for one request
+/// ([`Store::begin`](crate::store::Store::begin)). The runtime ends it; handlers reach it
+/// through the [`Tx`] extractor, or through the request's
+/// [`IdempotencyContext`] with a downcast:
+///
+/// ```no_run
+/// use idem_core::{IdempotencyContext, store::postgres::PostgresTransaction};
+///
+/// # async fn handler(context: IdempotencyContext) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut guard = context.transaction().await?;
+/// let transaction = guard
+///     .as_deref_mut()
+///     .and_then(|transaction| transaction.as_any_mut().downcast_mut::<PostgresTransaction>())
+///     .ok_or("not a PostgresStore")?;
+/// sqlx::query("INSERT INTO audit (event) VALUES ('paid')")
+///     .execute(transaction.connection())
+///     .await?;
+/// # Ok(()) }
+/// ```
 pub struct PostgresTransaction {
     transaction: Transaction<'static, Postgres>,
     pool: PgPool,
@@ -242,6 +259,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Tx {
 }
 
 /// Why [`Tx`] could not give the handler its transaction. Answers Problem Details.
+///
+/// ```
+/// use axum::response::IntoResponse;
+/// use idem_core::store::{StoreError, postgres::TxError};
+///
+/// let unreachable = TxError::Begin(StoreError::Timeout(std::time::Duration::from_secs(2)));
+/// let response = unreachable.into_response();
+/// assert_eq!(response.status(), 503);
+/// assert_eq!(response.headers()["content-type"], "application/problem+json");
+/// assert!(response.headers().contains_key("retry-after"));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TxError {
