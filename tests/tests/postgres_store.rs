@@ -22,7 +22,7 @@ use idem_core::{
         postgres::{TableName, TableNameError, migration_sql},
     },
 };
-use postgres_support::{admin_pool, count, database_url, fresh_store};
+use postgres_support::{admin_pool, count, database_url, drop_table, fresh_store};
 use sqlx::{AssertSqlSafe, PgPool};
 
 async fn conformance_store() -> Option<Arc<dyn Store>> {
@@ -132,6 +132,7 @@ async fn a_claim_racing_an_uncommitted_insert_answers_what_committed() {
             Some(stored) => assert_eq!(outcome, ClaimOutcome::Completed(stored)),
         }
     }
+    drop_table(&admin, &store.table().to_string()).await;
 }
 
 /// If the racing insert rolls back, the waiting claim gets the key.
@@ -152,6 +153,7 @@ async fn a_claim_racing_an_insert_that_rolls_back_gets_the_key() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     other.rollback().await.unwrap();
     assert_eq!(racing.await.unwrap().unwrap(), ClaimOutcome::Claimed);
+    drop_table(&admin, &store.table().to_string()).await;
 }
 
 /// `lock_timeout` bounds the wait: a claim blocked by a transaction that never ends fails
@@ -194,6 +196,7 @@ async fn a_claim_blocked_by_a_long_transaction_fails_after_the_lock_timeout() {
         store.claim(claim(&key, &fp, MINUTE)).await.unwrap(),
         ClaimOutcome::Claimed
     );
+    drop_table(&admin, &store.table().to_string()).await;
 }
 
 /// Replays, conflicts and mismatches are plain reads: they answer at once even while another
@@ -249,6 +252,7 @@ async fn replays_and_conflicts_do_not_wait_for_row_locks() {
         took < Duration::from_secs(1),
         "the reads waited for the lock: {took:?}"
     );
+    drop_table(&admin, &store.table().to_string()).await;
 }
 
 /// The SQL file is what `migrate` runs for the default name, and running either gives the
@@ -494,4 +498,5 @@ async fn the_sweeper_deletes_expired_records_in_batches() {
     }
     sweeper.stop().await;
     assert_eq!(count(&admin, &table).await, 5, "live records must be kept");
+    drop_table(&admin, &store.table().to_string()).await;
 }
