@@ -349,6 +349,68 @@ async fn a_takeover_fences_the_transactional_completion_and_rolls_its_writes_bac
     setup.tear_down().await;
 }
 
+/// A service that dies in the middle of a transactional handler leaves neither the handler's
+/// row nor a completed record: the database rolls the transaction back, the claim's lease
+/// lapses (retries meanwhile answer 409), and then a retry on another instance runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_request_leaves_nothing_and_the_retry_runs_once_the_lease_lapses() {
+    let Some(setup) =
+        setup("a_crash_mid_request_leaves_nothing_and_the_retry_runs_once_the_lease_lapses").await
+    else {
+        return;
+    };
+    let lease = Duration::from_secs(1);
+    let start = |setup: &Setup| {
+        let (url, records) = (setup.url.clone(), setup.records.clone());
+        Instance::start(&setup.shop, policy().lease(lease), move || async move {
+            PostgresStore::builder()
+                .table(&records)
+                .unwrap()
+                .connect(&url)
+                .await
+                .unwrap()
+        })
+    };
+    let (written, proceed) = (Arc::<Notify>::default(), Arc::<Notify>::default());
+    setup.shop.then(Step::Wait {
+        written: written.clone(),
+        proceed,
+    });
+    let doomed = start(&setup);
+    let key = key();
+    let request = setup
+        .client
+        .post(doomed.url("/payments"))
+        .header("idempotency-key", &key)
+        .json(&payment())
+        .send();
+    let lost = tokio::spawn(request);
+    wait(&written, "the handler writes its row").await;
+    doomed.kill();
+    assert!(
+        lost.await.unwrap().is_err(),
+        "the crashed instance answers nothing"
+    );
+
+    let survivor = start(&setup);
+    let early = pay(&setup.client, &survivor, &key, &payment()).await;
+    early.problem(409);
+    assert_eq!(
+        setup.payments().await,
+        0,
+        "the crashed handler's row rolled back"
+    );
+
+    tokio::time::sleep(lease + Duration::from_millis(300)).await;
+    let retried = pay(&setup.client, &survivor, &key, &payment()).await;
+    assert!(!retried.replayed());
+    created(&retried, 2);
+    assert_eq!(setup.payment_executions().await, [2]);
+    assert_eq!(setup.completed_records().await, 1);
+    drop(survivor);
+    setup.tear_down().await;
+}
+
 /// Records are durable: a service stopped after the first request (runtime, router and pool
 /// dropped) and started afresh on the same table replays it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

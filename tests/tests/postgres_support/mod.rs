@@ -276,6 +276,7 @@ async fn create_payment(State(shop): State<Shop>, mut tx: Tx, Json(body): Json<V
 pub struct Instance {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
+    kill: Option<oneshot::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
 }
 
@@ -289,6 +290,7 @@ impl Instance {
         let shop = shop.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = oneshot::channel::<()>();
+        let (kill, killed) = oneshot::channel::<()>();
         let thread = thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -300,12 +302,13 @@ impl Instance {
                 let app = shop.router(store, policy);
                 let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
                 ready_tx.send(listener.local_addr().unwrap()).unwrap();
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
+                let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                });
+                tokio::select! {
+                    served = serve => served.unwrap(),
+                    _ = killed => {}
+                }
             });
             // Dropping the runtime ends every task on it, and the pool with them.
             drop(runtime);
@@ -316,6 +319,7 @@ impl Instance {
         Self {
             addr,
             stop: Some(stop),
+            kill: Some(kill),
             thread: Some(thread),
         }
     }
@@ -340,6 +344,15 @@ impl Instance {
 
     /// Stops the server and waits for its thread.
     pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    /// Ends the instance as a crash would: no graceful shutdown, running handlers dropped
+    /// mid-way with the runtime, connections closed.
+    pub fn kill(mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
         self.shut_down();
     }
 
