@@ -58,6 +58,11 @@ impl<Args> Idempotent<Args> {
     pub const fn new(policy: Policy, call: fn(Args) -> HandlerFuture) -> Self {
         Self { policy, call }
     }
+
+    /// The handler's policy, for tests of what the attribute expands to.
+    pub const fn policy(&self) -> Policy {
+        self.policy
+    }
 }
 
 impl<Args> Clone for Idempotent<Args> {
