@@ -12,7 +12,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use idem_core::store::PostgresStore;
+use axum::{Extension, Json, Router, extract::State, response::Response, routing::post};
+use idem_core::{
+    Idempotency, idempotent,
+    store::{PostgresStore, postgres::Tx},
+};
 use postgres_support::{
     Answer, Instance, Proxy, Shop, Step, admin_pool, count, database_url, fresh_name, pay,
     payments_of, policy, spawn_pay, through,
@@ -580,6 +584,67 @@ async fn an_exhausted_pool_answers_503_promptly_and_the_service_recovers() {
     let after = pay(&setup.client, &instance, &other, &payment()).await;
     created(&after, 2);
     assert_eq!(setup.payments().await, 2);
+    drop(instance);
+    setup.tear_down().await;
+}
+
+#[idempotent(scope = "global")]
+async fn create_payment_once(shop: State<Shop>, tx: Tx, body: Json<Value>) -> Response {
+    postgres_support::create_payment(shop, tx, body).await
+}
+
+/// With `#[idempotent]` the handler's extractors run before the key is claimed; `Tx` is one
+/// of them and must not begin the transaction there. On a pool of one connection an eager
+/// begin would hold the only connection while the claim waits for it (503); a lazy one lets
+/// the claim run, then begins in the handler's body. A request rejected by an extractor (bad
+/// JSON) stores nothing, so the same key runs once the body is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_attribute_the_transaction_begins_in_the_handler_body() {
+    let Some(setup) = setup("with_the_attribute_the_transaction_begins_in_the_handler_body").await
+    else {
+        return;
+    };
+    let (url, records, shop) = (setup.url.clone(), setup.records.clone(), setup.shop.clone());
+    let instance = Instance::serve(move || async move {
+        let store = PostgresStore::builder()
+            .table(&records)
+            .unwrap()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_millis(300))
+            .connect(&url)
+            .await
+            .unwrap();
+        Router::new()
+            .route("/payments", post(create_payment_once))
+            .with_state(shop)
+            .layer(Extension(Idempotency::new(store)))
+    });
+    let key = key();
+    let malformed = setup
+        .client
+        .post(instance.url("/payments"))
+        .header("idempotency-key", &key)
+        .header("content-type", "application/json")
+        .body("{\"amount\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), 400);
+    assert_eq!(
+        setup.records().await,
+        0,
+        "a rejected request stores nothing"
+    );
+    assert_eq!(setup.shop.executions(), 0);
+
+    let first = pay(&setup.client, &instance, &key, &payment()).await;
+    assert!(!first.replayed());
+    created(&first, 1);
+    assert_eq!(setup.payments().await, 1);
+    let again = pay(&setup.client, &instance, &key, &payment()).await;
+    assert!(again.replayed());
+    assert_eq!(again.body, first.body);
+    assert_eq!(setup.payments().await, 1);
     drop(instance);
     setup.tear_down().await;
 }

@@ -210,7 +210,13 @@ pub fn policy() -> Policy {
     Policy::new().scope(Scope::Global)
 }
 
-async fn create_payment(State(shop): State<Shop>, mut tx: Tx, Json(body): Json<Value>) -> Response {
+/// The handler of `POST /payments`: a plain axum handler, for `IdempotencyLayer` or for
+/// `#[idempotent]` to wrap.
+pub async fn create_payment(
+    State(shop): State<Shop>,
+    mut tx: Tx,
+    Json(body): Json<Value>,
+) -> Response {
     let execution = shop.executions.fetch_add(1, Ordering::SeqCst) as i64 + 1;
     let step = shop
         .script
@@ -288,6 +294,15 @@ impl Instance {
         Fut: Future<Output = PostgresStore>,
     {
         let shop = shop.clone();
+        Self::serve(move || async move { shop.router(connect().await, policy) })
+    }
+
+    /// Serves the router that `build` makes inside the instance's runtime.
+    pub fn serve<F, Fut>(build: F) -> Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Router>,
+    {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let (kill, killed) = oneshot::channel::<()>();
@@ -298,8 +313,7 @@ impl Instance {
                 .build()
                 .unwrap();
             runtime.block_on(async move {
-                let store = connect().await;
-                let app = shop.router(store, policy);
+                let app = build().await;
                 let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
                 ready_tx.send(listener.local_addr().unwrap()).unwrap();
                 let serve = axum::serve(listener, app).with_graceful_shutdown(async {
