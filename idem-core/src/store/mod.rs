@@ -57,6 +57,9 @@
 //! the server's), so leases and TTLs are consistent across every process that shares it.
 
 pub mod memory;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 
 #[cfg(feature = "conformance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
@@ -67,6 +70,9 @@ use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 use async_trait::async_trait;
 
 pub use self::memory::MemoryStore;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use self::postgres::PostgresStore;
 use crate::{
     fingerprint::{Fingerprint, FingerprintAlgorithm},
     replay::StoredResponse,
