@@ -26,7 +26,7 @@ use crate::{
     context::IdempotencyContext,
     flow::{self, Admission},
     problem::{Problem, ProblemKind},
-    scope::{self, route_of},
+    scope::{self, Route},
 };
 pub use crate::{
     fingerprint::FingerprintMode,
@@ -112,14 +112,19 @@ impl<Args: Send + 'static> Idempotent<Args> {
         let keyed = match flow::admit(&self.policy, request).await {
             Ok(Admission::Keyed(keyed)) => keyed,
             Ok(Admission::Unkeyed(request)) => {
-                let route = scope::route(request.extensions(), request.uri()).to_owned();
+                let route = Route::of(request.extensions(), request.uri());
                 let (parts, body) = request.into_parts();
                 let args = match Args::extract(parts, body, &state, |_| Ok(())).await {
                     Ok((args, ())) => args,
                     Err(rejection) => return rejection,
                 };
-                return flow::run_unrecorded(&self.policy, &route, context, (self.call)(args))
-                    .await;
+                return flow::run_unrecorded(
+                    &self.policy,
+                    route.as_str(),
+                    context,
+                    (self.call)(args),
+                )
+                .await;
             }
             Err(refusal) => return refusal,
         };
@@ -129,7 +134,7 @@ impl<Args: Send + 'static> Idempotent<Args> {
             key,
             fingerprint,
         } = keyed;
-        let route = route_of(&parts).to_owned();
+        let route = Route::of(&parts.extensions, &parts.uri);
         // Extractors run before the key is claimed: a rejection (bad JSON, failed
         // validation) stores nothing, and the client may fix the body and retry the key.
         // The principal is resolved once every parts extractor has run, before the body
@@ -146,7 +151,7 @@ impl<Args: Send + 'static> Idempotent<Args> {
             &self.policy,
             store_key,
             &fingerprint,
-            &route,
+            route,
             context,
             move || call(args),
         )

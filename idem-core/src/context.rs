@@ -16,11 +16,6 @@ use crate::{
 /// The idempotency context of one request, found in its extensions.
 #[derive(Clone, Debug)]
 pub struct IdempotencyContext {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
     idem: Idempotency,
     transaction: Arc<Mutex<Option<Box<dyn StoreTransaction>>>>,
 }
@@ -31,25 +26,23 @@ pub type TransactionGuard = OwnedMutexGuard<Option<Box<dyn StoreTransaction>>>;
 impl IdempotencyContext {
     pub(crate) fn new(idem: &Idempotency) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                idem: idem.clone(),
-                transaction: Arc::default(),
-            }),
+            idem: idem.clone(),
+            transaction: Arc::default(),
         }
     }
 
     /// The runtime serving this request.
     pub fn runtime(&self) -> &Idempotency {
-        &self.inner.idem
+        &self.idem
     }
 
     /// The request's store transaction, begun on first use. Hold the guard while writing; the
     /// runtime ends the transaction after the handler returns, when it stores the response.
     /// The guard holds `Some` unless the store failed to begin it.
     pub async fn transaction(&self) -> Result<TransactionGuard, StoreError> {
-        let mut guard = Arc::clone(&self.inner.transaction).lock_owned().await;
+        let mut guard = Arc::clone(&self.transaction).lock_owned().await;
         if guard.is_none() {
-            let idem = &self.inner.idem;
+            let idem = &self.idem;
             *guard = Some(idem.call_store(idem.store().begin()).await?);
         }
         Ok(guard)
@@ -58,6 +51,6 @@ impl IdempotencyContext {
     /// Takes the transaction the handler opened, if it opened one. Waits for the handler's
     /// guard, should the handler have passed it to a task that is still running.
     pub(crate) async fn take_transaction(&self) -> Option<Box<dyn StoreTransaction>> {
-        self.inner.transaction.lock().await.take()
+        self.transaction.lock().await.take()
     }
 }

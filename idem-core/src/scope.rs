@@ -142,6 +142,30 @@ pub fn route_of(parts: &Parts) -> &str {
     route(&parts.extensions, &parts.uri)
 }
 
+/// The route of a request, kept for logs and metrics while it runs. Cheap to clone: axum's
+/// `MatchedPath` shares its template.
+#[derive(Clone, Debug)]
+pub(crate) enum Route {
+    Matched(MatchedPath),
+    Path(Arc<str>),
+}
+
+impl Route {
+    pub(crate) fn of(extensions: &Extensions, uri: &Uri) -> Self {
+        match extensions.get::<MatchedPath>() {
+            Some(matched) => Self::Matched(matched.clone()),
+            None => Self::Path(uri.path().into()),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Self::Matched(matched) => matched.as_str(),
+            Self::Path(path) => path,
+        }
+    }
+}
+
 /// [`route_of`] for a request that is not split into parts.
 pub(crate) fn route<'a>(extensions: &'a Extensions, uri: &'a Uri) -> &'a str {
     match extensions.get::<MatchedPath>() {
@@ -151,8 +175,17 @@ pub(crate) fn route<'a>(extensions: &'a Extensions, uri: &'a Uri) -> &'a str {
 }
 
 /// The key a record is stored under: SHA-256 over scope, principal, method, route and key.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct StoreKey([u8; 32]);
+
+/// A store key is already a uniform hash: its first eight bytes are as good a hash as any,
+/// and hashing the other 24 again would only cost time on every lookup.
+impl std::hash::Hash for StoreKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (prefix, _) = self.0.split_first_chunk::<8>().expect("32 bytes");
+        state.write_u64(u64::from_le_bytes(*prefix));
+    }
+}
 
 impl StoreKey {
     /// Hashes the parts of a composite key. Each part is length-prefixed, so no two different

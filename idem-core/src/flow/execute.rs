@@ -5,7 +5,7 @@
 //! client disconnects and hyper drops the request, the run carries on in a task of its own,
 //! so the client's retry finds the result.
 
-use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
+use std::{panic::AssertUnwindSafe, time::Duration};
 
 use super::{counts_as_result, detach::Detachable, store_unavailable};
 use crate::{
@@ -15,7 +15,7 @@ use crate::{
     policy::Policy,
     problem::{Problem, ProblemKind},
     replay::capture::{Captured, capture},
-    scope::StoreKey,
+    scope::{Route, StoreKey},
     store::{LeaseToken, StoreError},
 };
 use axum::response::{IntoResponse, Response};
@@ -27,7 +27,7 @@ pub(super) struct Run {
     pub(super) policy: Policy,
     pub(super) key: StoreKey,
     pub(super) token: LeaseToken,
-    pub(super) route: Arc<str>,
+    pub(super) route: Route,
     pub(super) context: IdempotencyContext,
 }
 
@@ -97,7 +97,7 @@ impl Run {
     async fn fail(&self, outcome: Outcome, why: &str) -> Response {
         observe::record(
             outcome,
-            &self.route,
+            self.route.as_str(),
             &format_args!("the handler failed: {why}"),
         );
         self.release("released after a failure").await;
@@ -126,13 +126,13 @@ impl Run {
                     // half-way; its completion will be fenced. Stop renewing.
                     observe::record(
                         Outcome::Fenced,
-                        &self.route,
+                        self.route.as_str(),
                         &"the lease was taken over while the handler ran",
                     );
                     return std::future::pending().await;
                 }
                 // A passing store fault: the lease still has two thirds left; try again.
-                Err(error) => observe::record(Outcome::StoreError, &self.route, &error),
+                Err(error) => observe::record(Outcome::StoreError, self.route.as_str(), &error),
             }
         }
     }
@@ -145,7 +145,7 @@ impl Run {
                 Ok(()) => {
                     observe::record(
                         Outcome::Completed,
-                        &self.route,
+                        self.route.as_str(),
                         &"stored with the handler's transaction",
                     );
                     response
@@ -155,7 +155,7 @@ impl Run {
                     // the key over is the one running the operation now.
                     observe::record(
                         Outcome::Fenced,
-                        &self.route,
+                        self.route.as_str(),
                         &"the transaction was rolled back",
                     );
                     Problem::new(
@@ -169,7 +169,7 @@ impl Run {
                 Err(error) => {
                     // The commit's outcome is unknown: leave the record to its lease, so a
                     // retry replays if it committed and runs again if it did not.
-                    observe::record(Outcome::StoreError, &self.route, &error);
+                    observe::record(Outcome::StoreError, self.route.as_str(), &error);
                     store_unavailable(
                         &self.policy,
                         "the result of this request could not be committed",
@@ -184,13 +184,13 @@ impl Run {
                     .complete(&self.key, self.token, &record, self.policy.ttl);
             match self.idem.call_store(completion).await {
                 Ok(()) => {
-                    observe::record(Outcome::Completed, &self.route, &record.status());
+                    observe::record(Outcome::Completed, self.route.as_str(), &record.status());
                     break;
                 }
                 Err(StoreError::LeaseLost) => {
                     observe::record(
                         Outcome::Fenced,
-                        &self.route,
+                        self.route.as_str(),
                         &"the handler finished after its lease was taken over; its result was not stored",
                     );
                     break;
@@ -200,12 +200,12 @@ impl Run {
                     // until its lease lapses, then a retry runs again.
                     observe::record(
                         Outcome::StoreError,
-                        &self.route,
+                        self.route.as_str(),
                         &format_args!("the result could not be stored: {error}"),
                     );
                 }
                 Err(error) => {
-                    observe::record(Outcome::StoreError, &self.route, &error);
+                    observe::record(Outcome::StoreError, self.route.as_str(), &error);
                     tokio::time::sleep(Duration::from_millis(20) * attempt).await;
                 }
             }
@@ -217,23 +217,23 @@ impl Run {
         if let Some(transaction) = self.context.take_transaction().await
             && let Err(error) = self.idem.call_store(transaction.rollback()).await
         {
-            observe::record(Outcome::StoreError, &self.route, &error);
+            observe::record(Outcome::StoreError, self.route.as_str(), &error);
         }
         match self
             .idem
             .call_store(self.idem.store().release(&self.key, self.token))
             .await
         {
-            Ok(()) => observe::record(Outcome::Released, &self.route, &why),
+            Ok(()) => observe::record(Outcome::Released, self.route.as_str(), &why),
             Err(StoreError::LeaseLost) => {
                 observe::record(
                     Outcome::Fenced,
-                    &self.route,
+                    self.route.as_str(),
                     &"the key was taken over before its release",
                 );
             }
             // The key stays blocked until its lease lapses.
-            Err(error) => observe::record(Outcome::StoreError, &self.route, &error),
+            Err(error) => observe::record(Outcome::StoreError, self.route.as_str(), &error),
         }
     }
 }

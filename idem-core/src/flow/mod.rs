@@ -36,7 +36,7 @@ use crate::{
     policy::{OnConflict, OnStoreError, Policy},
     problem::{Problem, ProblemKind},
     replay::NoStore,
-    scope::{self, StoreKey, route_of},
+    scope::{self, Route, StoreKey, route_of},
     store::{Claim, ClaimOutcome, LeaseToken},
 };
 
@@ -170,7 +170,7 @@ pub(crate) async fn run<F, Fut>(
     policy: &Policy,
     key: StoreKey,
     fingerprint: &Fingerprint,
-    route: &str,
+    route: Route,
     context: IdempotencyContext,
     handler: F,
 ) -> Response
@@ -178,20 +178,20 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Response> + Send + 'static,
 {
-    match acquire(idem, policy, &key, fingerprint, route).await {
+    match acquire(idem, policy, &key, fingerprint, route.as_str()).await {
         Acquired::Claimed(token) => {
             let run = execute::Run {
                 idem: idem.clone(),
                 policy: *policy,
                 key,
                 token,
-                route: route.into(),
+                route,
                 context,
             };
             run.run(handler()).await
         }
         Acquired::Answer(response) => response,
-        Acquired::Unrecorded => run_unrecorded(policy, route, context, handler()).await,
+        Acquired::Unrecorded => run_unrecorded(policy, route.as_str(), context, handler()).await,
     }
 }
 

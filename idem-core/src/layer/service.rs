@@ -18,7 +18,7 @@ use super::IdempotencyLayer;
 use crate::{
     context::IdempotencyContext,
     flow::{self, Admission},
-    scope::{self, route_of},
+    scope::Route,
 };
 
 /// The future of an [`IdempotencyService`].
@@ -67,9 +67,11 @@ where
             let keyed = match flow::admit(&policy, request).await {
                 Ok(Admission::Keyed(keyed)) => keyed,
                 Ok(Admission::Unkeyed(request)) => {
-                    let route = scope::route(request.extensions(), request.uri()).to_owned();
+                    let route = Route::of(request.extensions(), request.uri());
                     let handler = call(inner, request);
-                    return Ok(flow::run_unrecorded(&policy, &route, context, handler).await);
+                    return Ok(
+                        flow::run_unrecorded(&policy, route.as_str(), context, handler).await,
+                    );
                 }
                 Err(refusal) => return Ok(refusal),
             };
@@ -77,7 +79,7 @@ where
                 Ok(store_key) => store_key,
                 Err(refusal) => return Ok(refusal),
             };
-            let route = route_of(&keyed.parts).to_owned();
+            let route = Route::of(&keyed.parts.extensions, &keyed.parts.uri);
             let request = Request::from_parts(keyed.parts, Body::from(keyed.body));
             let handler = move || call(inner, request);
             Ok(flow::run(
@@ -85,7 +87,7 @@ where
                 &policy,
                 store_key,
                 &keyed.fingerprint,
-                &route,
+                route,
                 context,
                 handler,
             )

@@ -22,7 +22,9 @@ pub(crate) struct Captured {
 /// says so, and the caller's response streams the bytes read so far, then the rest.
 pub(crate) async fn capture(response: Response, policy: &Policy) -> Result<Captured, axum::Error> {
     let (parts, mut body) = response.into_parts();
-    let mut chunks: Vec<Bytes> = Vec::new();
+    // Most handlers answer with one frame; the vector is only allocated for a second one.
+    let mut first: Option<Bytes> = None;
+    let mut more: Vec<Bytes> = Vec::new();
     let mut len = 0usize;
     while let Some(frame) = body.frame().await {
         // Trailers are not stored: few handlers send them and a replay cannot promise them.
@@ -30,17 +32,20 @@ pub(crate) async fn capture(response: Response, policy: &Policy) -> Result<Captu
             continue;
         };
         len += data.len();
-        chunks.push(data);
+        match first {
+            None => first = Some(data),
+            Some(_) => more.push(data),
+        }
         if len > policy.max_stored_body {
-            let prefix = stream::iter(chunks.into_iter().map(Ok::<_, axum::Error>));
-            let streamed = Body::from_stream(prefix.chain(body.into_data_stream()));
+            let read = first.into_iter().chain(more).map(Ok::<_, axum::Error>);
+            let streamed = Body::from_stream(stream::iter(read).chain(body.into_data_stream()));
             return Ok(Captured {
                 record: StoredResponse::omitted(parts.status),
                 response: Response::from_parts(parts, streamed),
             });
         }
     }
-    let bytes = concat(chunks, len);
+    let bytes = concat(first, more, len);
     let record = StoredResponse::new(
         parts.status,
         storable_headers(&parts.headers, policy),
@@ -53,18 +58,18 @@ pub(crate) async fn capture(response: Response, policy: &Policy) -> Result<Captu
 }
 
 /// One `Bytes` from the frames, copying only when there were several.
-fn concat(mut chunks: Vec<Bytes>, len: usize) -> Bytes {
-    match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.pop().expect("one chunk"),
-        _ => {
-            let mut joined = BytesMut::with_capacity(len);
-            chunks
-                .iter()
-                .for_each(|chunk| joined.extend_from_slice(chunk));
-            joined.freeze()
-        }
+fn concat(first: Option<Bytes>, more: Vec<Bytes>, len: usize) -> Bytes {
+    let Some(first) = first else {
+        return Bytes::new();
+    };
+    if more.is_empty() {
+        return first;
     }
+    let mut joined = BytesMut::with_capacity(len);
+    joined.extend_from_slice(&first);
+    more.iter()
+        .for_each(|chunk| joined.extend_from_slice(chunk));
+    joined.freeze()
 }
 
 /// Headers that describe one connection or one moment, never the response itself.

@@ -56,12 +56,11 @@ pub struct MemoryStore {
 
 struct Inner {
     in_flight: [Mutex<Shard>; SHARDS],
-    completed: Cache<StoreKey, Arc<Completed>>,
+    completed: Cache<StoreKey, Arc<Completed>, KeyedHash>,
 }
 
-#[derive(Default)]
 struct Shard {
-    records: HashMap<StoreKey, InFlight>,
+    records: HashMap<StoreKey, InFlight, KeyedHash>,
     /// The size after the last sweep of expired records; the next sweep runs at twice that.
     swept_at: usize,
 }
@@ -176,13 +175,71 @@ impl MemoryStoreBuilder {
                     metrics::counter!("idem_memory_store_evictions_total").increment(1);
                 }
             })
-            .build();
+            .build_with_hasher(KeyedHash::default());
         MemoryStore {
             inner: Arc::new(Inner {
-                in_flight: std::array::from_fn(|_| Mutex::default()),
+                in_flight: std::array::from_fn(|_| {
+                    Mutex::new(Shard {
+                        records: HashMap::with_hasher(KeyedHash::default()),
+                        swept_at: 0,
+                    })
+                }),
                 completed,
             }),
         }
+    }
+}
+
+/// Hashes a [`StoreKey`]'s eight-byte prefix (all its `Hash` writes) with a keyed mix.
+///
+/// The key is already a SHA-256 digest, so SipHash over it is wasted work on every lookup.
+/// Its bytes still derive from client input, though: the mix is keyed with per-store random
+/// seeds so that nobody can grind keys into one hash bucket.
+#[derive(Clone, Copy)]
+struct KeyedHash {
+    seeds: [u64; 2],
+}
+
+impl Default for KeyedHash {
+    fn default() -> Self {
+        Self {
+            seeds: [rand::random(), rand::random::<u64>() | 1],
+        }
+    }
+}
+
+impl std::hash::BuildHasher for KeyedHash {
+    type Hasher = KeyedHasher;
+
+    fn build_hasher(&self) -> KeyedHasher {
+        KeyedHasher {
+            seeds: self.seeds,
+            value: 0,
+        }
+    }
+}
+
+struct KeyedHasher {
+    seeds: [u64; 2],
+    value: u64,
+}
+
+impl std::hash::Hasher for KeyedHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached through a `Hash` other than StoreKey's; fold the bytes in.
+        for &byte in bytes {
+            self.value = self.value.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.value ^= value;
+    }
+
+    fn finish(&self) -> u64 {
+        // A folded multiply, as in foldhash: every input bit reaches every output bit.
+        let product = u128::from(self.value ^ self.seeds[0]) * u128::from(self.seeds[1]);
+        (product as u64) ^ ((product >> 64) as u64)
     }
 }
 
