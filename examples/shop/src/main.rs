@@ -1,4 +1,82 @@
-//! The shop example arrives with its own issue.
-fn main() {
-    println!("the shop example is not built yet");
+//! `cargo run -p shop`: the shop on 127.0.0.1:3000, with the store `IDEM_STORE` names
+//! (memory by default). See the README next to this crate.
+
+use std::process::ExitCode;
+
+use shop::{Backend, Config, Shop, config::Command};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match Config::parse(std::env::args().skip(1), |name| std::env::var(name).ok()) {
+        Ok(Command::Run(config)) => config,
+        Ok(Command::Help) => {
+            print!("{}", shop::config::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            eprintln!("shop: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(*config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("shop: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
+    let backend = Backend::open(&config.store).await?;
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", config.addr))?;
+    let addr = listener.local_addr()?;
+    let shop = Shop::new(backend.ledger.clone(), config.settings.clone());
+    shop.bank().set_down(config.bank_down);
+    println!("{}", banner(&addr.to_string(), &backend, &config));
+    let router = shop::app(shop, backend.idem.clone());
+    shop::serve(
+        listener,
+        router,
+        backend.idem.clone(),
+        shop::shutdown_signal(),
+    )
+    .await?;
+    backend.close().await;
+    println!("shop: stopped");
+    Ok(())
+}
+
+/// Where the shop listens, what it stores where, and a few requests to paste.
+fn banner(addr: &str, backend: &Backend, config: &Config) -> String {
+    let delay = config.settings.transfer_delay.as_millis();
+    let bank = if config.bank_down {
+        "\nthe bank is down: refunds fail with 502 (SHOP_BANK_DOWN=1)"
+    } else {
+        ""
+    };
+    format!(
+        "shop: listening on http://{addr}
+idempotency records: {records}
+payments, refunds, transfers: {ledger}
+transfers take {delay} ms (SHOP_TRANSFER_DELAY_MS); the API is described at http://{addr}/openapi.json{bank}
+
+try it (each new operation gets a new key; a retry sends the same one):
+  H=http://{addr}; A='Authorization: Bearer alice'; K=$(cat /proc/sys/kernel/random/uuid)
+  curl -i $H/payments -H \"$A\" -H 'Content-Type: application/json' -H \"Idempotency-Key: $K\" -d '{{\"amount\":9800,\"currency\":\"JPY\"}}'
+  curl -i $H/payments -H \"$A\" -H 'Content-Type: application/json' -H \"Idempotency-Key: $K\" -d '{{\"amount\":9800,\"currency\":\"JPY\"}}'   # the same answer, Idempotent-Replayed: true
+  curl -i $H/payments -H \"$A\" -H 'Content-Type: application/json' -H \"Idempotency-Key: $K\" -d '{{\"amount\":1200,\"currency\":\"JPY\"}}'   # 422: the key is already used
+  curl -s $H/payments -H \"$A\"",
+        records = backend.records,
+        ledger = backend.ledger.describe(),
+    )
 }

@@ -1,0 +1,228 @@
+//! The binary's configuration: the command line, then the environment, then the defaults.
+//!
+//! | setting | flag | variable | default |
+//! | --- | --- | --- | --- |
+//! | listen address | `--addr` | `SHOP_ADDR` | `127.0.0.1:3000` |
+//! | idempotency store | | `IDEM_STORE` | `memory` |
+//! | transfer delay | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
+//! | refund delay | | `SHOP_REFUND_DELAY_MS` | `1000` |
+//! | webhook secret | | `SHOP_WEBHOOK_SECRET` | `whsec_demo` |
+//! | bank down (refunds fail) | | `SHOP_BANK_DOWN` | `0` |
+
+use std::{fmt, net::SocketAddr, time::Duration};
+
+use crate::{Settings, backend::StoreChoice};
+
+/// The default listen address.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
+
+/// The usage text of `--help`.
+pub const USAGE: &str = "\
+usage: shop [--addr HOST:PORT]
+
+A small shop service that shows idempotency keys at work.
+
+options:
+  --addr HOST:PORT   where to listen (also SHOP_ADDR; default 127.0.0.1:3000)
+  -h, --help         this text
+
+environment:
+  IDEM_STORE              memory (default) or postgres://user@host/db
+  SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
+  SHOP_REFUND_DELAY_MS    how long the bank takes per refund (default 1000)
+  SHOP_WEBHOOK_SECRET     the key of the bank's webhook signatures (default whsec_demo)
+  SHOP_BANK_DOWN          1: the bank fails every refund (default 0)
+  RUST_LOG                log filter (default info)
+";
+
+/// Everything the binary needs to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// Which store keeps the idempotency records.
+    pub store: StoreChoice,
+    /// How the shop behaves.
+    pub settings: Settings,
+    /// Whether the bank starts down.
+    pub bank_down: bool,
+}
+
+/// What the command line asked for.
+#[derive(Debug)]
+pub enum Command {
+    /// Run the shop.
+    Run(Box<Config>),
+    /// Print the usage text.
+    Help,
+}
+
+/// A setting that could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads the command line `args` (without the program name) and the environment as
+    /// `var` answers it.
+    pub fn parse(
+        args: impl IntoIterator<Item = String>,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Command, ConfigError> {
+        let mut addr = None;
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "-h" | "--help" => return Ok(Command::Help),
+                "--addr" => {
+                    let value = args.next().ok_or_else(|| {
+                        ConfigError("--addr needs a value, as in --addr 127.0.0.1:3001".into())
+                    })?;
+                    addr = Some(("--addr", value));
+                }
+                other => match other.strip_prefix("--addr=") {
+                    Some(value) => addr = Some(("--addr", value.to_owned())),
+                    None => {
+                        return Err(ConfigError(format!(
+                            "unknown argument {other:?}; see --help"
+                        )));
+                    }
+                },
+            }
+        }
+        let (source, addr) = addr
+            .or_else(|| var("SHOP_ADDR").map(|value| ("SHOP_ADDR", value)))
+            .unwrap_or(("the default", DEFAULT_ADDR.to_owned()));
+        let addr = addr.parse().map_err(|_| {
+            ConfigError(format!(
+                "{source}: {addr:?} is not an address; use HOST:PORT, as in 127.0.0.1:3000"
+            ))
+        })?;
+        let store = var("IDEM_STORE")
+            .unwrap_or_default()
+            .parse()
+            .map_err(|error: crate::backend::BackendError| ConfigError(error.to_string()))?;
+        let millis = |name: &str, default: Duration| -> Result<Duration, ConfigError> {
+            match var(name) {
+                None => Ok(default),
+                Some(value) => value
+                    .trim()
+                    .parse()
+                    .map(Duration::from_millis)
+                    .map_err(|_| {
+                        ConfigError(format!("{name}={value:?} is not a number of milliseconds"))
+                    }),
+            }
+        };
+        let settings = Settings {
+            transfer_delay: millis("SHOP_TRANSFER_DELAY_MS", Settings::DEFAULT_TRANSFER_DELAY)?,
+            refund_delay: millis("SHOP_REFUND_DELAY_MS", Settings::DEFAULT_REFUND_DELAY)?,
+            webhook_secret: var("SHOP_WEBHOOK_SECRET")
+                .unwrap_or_else(|| Settings::DEFAULT_WEBHOOK_SECRET.to_owned()),
+            ..Settings::default()
+        };
+        let bank_down = match var("SHOP_BANK_DOWN").as_deref().map(str::trim) {
+            None | Some("" | "0" | "false") => false,
+            Some("1" | "true") => true,
+            Some(other) => {
+                return Err(ConfigError(format!("SHOP_BANK_DOWN={other:?}: use 1 or 0")));
+            }
+        };
+        Ok(Command::Run(Box::new(Self {
+            addr,
+            store,
+            settings,
+            bank_down,
+        })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn parse(args: &[&str], vars: &[(&str, &str)]) -> Result<Command, ConfigError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        Config::parse(args.iter().map(|arg| arg.to_string()), |name| {
+            vars.get(name).cloned()
+        })
+    }
+
+    fn config(args: &[&str], vars: &[(&str, &str)]) -> Config {
+        match parse(args, vars).unwrap() {
+            Command::Run(config) => *config,
+            Command::Help => panic!("help"),
+        }
+    }
+
+    #[test]
+    fn defaults_need_nothing() {
+        let config = config(&[], &[]);
+        assert_eq!(config.addr, "127.0.0.1:3000".parse().unwrap());
+        assert_eq!(config.store, StoreChoice::Memory);
+        assert_eq!(config.settings, Settings::default());
+        assert_eq!(config.settings.transfer_delay, Duration::from_secs(10));
+        assert!(!config.bank_down);
+    }
+
+    #[test]
+    fn the_flag_wins_over_the_variable() {
+        let vars = [("SHOP_ADDR", "127.0.0.1:4000")];
+        assert_eq!(config(&[], &vars).addr.port(), 4000);
+        assert_eq!(
+            config(&["--addr", "127.0.0.1:3001"], &vars).addr.port(),
+            3001
+        );
+        assert_eq!(config(&["--addr=0.0.0.0:3002"], &vars).addr.port(), 3002);
+    }
+
+    #[test]
+    fn variables_set_the_store_and_the_bank() {
+        let config = config(
+            &[],
+            &[
+                ("IDEM_STORE", "postgres://postgres@127.0.0.1/test"),
+                ("SHOP_TRANSFER_DELAY_MS", "1500"),
+                ("SHOP_REFUND_DELAY_MS", "0"),
+                ("SHOP_WEBHOOK_SECRET", "whsec_x"),
+                ("SHOP_BANK_DOWN", "1"),
+            ],
+        );
+        assert!(matches!(config.store, StoreChoice::Postgres(_)));
+        assert_eq!(config.settings.transfer_delay, Duration::from_millis(1500));
+        assert_eq!(config.settings.refund_delay, Duration::ZERO);
+        assert_eq!(config.settings.webhook_secret, "whsec_x");
+        assert!(config.bank_down);
+    }
+
+    #[test]
+    fn mistakes_are_explained() {
+        for (args, vars, says) in [
+            (&["--addr"][..], &[][..], "needs a value"),
+            (&["--port", "1"], &[], "unknown argument"),
+            (&["--addr", "localhost"], &[], "not an address"),
+            (&[], &[("SHOP_TRANSFER_DELAY_MS", "10s")], "milliseconds"),
+            (&[], &[("IDEM_STORE", "sqlite://x")], "names no store"),
+            (&[], &[("SHOP_BANK_DOWN", "yes")], "use 1 or 0"),
+        ] {
+            let error = parse(args, vars).unwrap_err();
+            assert!(
+                error.to_string().contains(says),
+                "{args:?} {vars:?}: {error}"
+            );
+        }
+        assert!(matches!(parse(&["--help"], &[]), Ok(Command::Help)));
+    }
+}

@@ -1,0 +1,180 @@
+//! Where the shop keeps its payments, refunds and transfers: in process memory, or in
+//! PostgreSQL inside each request's transaction.
+//!
+//! With the PostgreSQL store (`IDEM_STORE=postgres://...`) every write goes through the
+//! request's [`Tx`]: the runtime completes the idempotency record in that same transaction
+//! and commits once, so a payment row exists exactly when its stored response does. With the
+//! memory or Redis store the shop's data lives in this process's memory, and a handler's `Tx`
+//! is never opened.
+//!
+//! Reads (`GET`) are not idempotent operations and use the pool directly.
+
+mod memory;
+mod postgres;
+
+use axum::response::{IntoResponse, Response};
+use idem_core::store::postgres::{Tx, TxError};
+
+pub use self::{memory::MemoryLedger, postgres::PostgresLedger};
+use crate::{
+    model::{Payment, Refund, Transfer},
+    problem::{ShopProblem, ShopProblemKind},
+};
+
+/// The shop's data, in one of two places.
+#[derive(Clone, Debug)]
+pub enum Ledger {
+    /// In this process's memory.
+    Memory(MemoryLedger),
+    /// In PostgreSQL, written in each request's transaction.
+    Postgres(PostgresLedger),
+}
+
+/// What a refund found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RefundOutcome {
+    /// Applied; the payment as it is now.
+    Refunded(Payment),
+    /// The caller has no such payment.
+    NotFound,
+    /// The refund is larger than what is left; this much is.
+    Exceeds {
+        /// What may still be refunded.
+        refundable: i64,
+    },
+}
+
+/// A ledger call that failed.
+#[derive(Debug)]
+pub enum LedgerError {
+    /// The request's transaction could not be begun (503, key released).
+    Tx(TxError),
+    /// A statement failed (500, key released).
+    Database(sqlx::Error),
+}
+
+impl From<TxError> for LedgerError {
+    fn from(error: TxError) -> Self {
+        Self::Tx(error)
+    }
+}
+
+impl From<sqlx::Error> for LedgerError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Database(error)
+    }
+}
+
+impl IntoResponse for LedgerError {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Tx(error) => error.into_response(),
+            Self::Database(error) => {
+                tracing::error!(%error, "a ledger statement failed");
+                ShopProblem::new(
+                    ShopProblemKind::Internal,
+                    "the shop's database failed; nothing was changed, retry with the same \
+                     Idempotency-Key",
+                )
+                .into_response()
+            }
+        }
+    }
+}
+
+impl Ledger {
+    /// A new, empty ledger in memory.
+    pub fn memory() -> Self {
+        Self::Memory(MemoryLedger::default())
+    }
+
+    /// Where the data lives, for the start-up message.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Self::Memory(_) => "in this process's memory",
+            Self::Postgres(_) => "in PostgreSQL, in the idempotency record's transaction",
+        }
+    }
+
+    /// Records a new payment of `owner`.
+    pub async fn insert_payment(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        payment: &Payment,
+    ) -> Result<(), LedgerError> {
+        match self {
+            Self::Memory(memory) => {
+                memory.insert_payment(owner, payment);
+                Ok(())
+            }
+            Self::Postgres(postgres) => postgres.insert_payment(tx, owner, payment).await,
+        }
+    }
+
+    /// The payments of `owner`, oldest first.
+    pub async fn payments(&self, owner: &str) -> Result<Vec<Payment>, LedgerError> {
+        match self {
+            Self::Memory(memory) => Ok(memory.payments(owner)),
+            Self::Postgres(postgres) => postgres.payments(owner).await,
+        }
+    }
+
+    /// The payment `id` if it belongs to `owner`.
+    pub async fn payment(&self, owner: &str, id: &str) -> Result<Option<Payment>, LedgerError> {
+        match self {
+            Self::Memory(memory) => Ok(memory.payment(owner, id)),
+            Self::Postgres(postgres) => postgres.payment(owner, id).await,
+        }
+    }
+
+    /// Applies `refund` to its payment, if the payment is `owner`'s and has that much left.
+    pub async fn refund(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        refund: &Refund,
+    ) -> Result<RefundOutcome, LedgerError> {
+        match self {
+            Self::Memory(memory) => Ok(memory.refund(owner, refund)),
+            Self::Postgres(postgres) => postgres.refund(tx, owner, refund).await,
+        }
+    }
+
+    /// Records a new transfer of `owner`.
+    pub async fn insert_transfer(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        transfer: &Transfer,
+    ) -> Result<(), LedgerError> {
+        match self {
+            Self::Memory(memory) => {
+                memory.insert_transfer(owner, transfer);
+                Ok(())
+            }
+            Self::Postgres(postgres) => postgres.insert_transfer(tx, owner, transfer).await,
+        }
+    }
+
+    /// The transfers of `owner`, oldest first.
+    pub async fn transfers(&self, owner: &str) -> Result<Vec<Transfer>, LedgerError> {
+        match self {
+            Self::Memory(memory) => Ok(memory.transfers(owner)),
+            Self::Postgres(postgres) => postgres.transfers(owner).await,
+        }
+    }
+
+    /// Marks the transfer `id` settled (whoever owns it: the bank is calling), and answers
+    /// it as it is now, or `None` if there is no such transfer.
+    pub async fn settle_transfer(
+        &self,
+        tx: &mut Tx,
+        id: &str,
+    ) -> Result<Option<Transfer>, LedgerError> {
+        match self {
+            Self::Memory(memory) => Ok(memory.settle_transfer(id)),
+            Self::Postgres(postgres) => postgres.settle_transfer(tx, id).await,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The ledger in PostgreSQL: every write in the request's transaction ([`Tx`]), so it commits
+//! with the idempotency record or not at all.
+
+use idem_core::store::postgres::Tx;
+use sqlx::{PgPool, Postgres, postgres::PgRow};
+
+use super::{LedgerError, RefundOutcome};
+use crate::model::{Payment, Refund, Transfer};
+
+/// The shop's tables. `seq` keeps the order in which rows were written.
+pub(super) const MIGRATION: &str = r#"
+CREATE TABLE IF NOT EXISTS shop_payments (
+    seq             bigint GENERATED ALWAYS AS IDENTITY,
+    id              text   PRIMARY KEY,
+    owner           text   NOT NULL,
+    amount          bigint NOT NULL CHECK (amount > 0),
+    currency        text   NOT NULL,
+    status          text   NOT NULL,
+    amount_refunded bigint NOT NULL DEFAULT 0 CHECK (amount_refunded BETWEEN 0 AND amount),
+    created         bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS shop_payments_owner_idx ON shop_payments (owner, seq);
+CREATE TABLE IF NOT EXISTS shop_refunds (
+    id      text   PRIMARY KEY,
+    payment text   NOT NULL REFERENCES shop_payments (id),
+    amount  bigint NOT NULL CHECK (amount > 0),
+    status  text   NOT NULL,
+    created bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shop_transfers (
+    seq        bigint GENERATED ALWAYS AS IDENTITY,
+    id         text   PRIMARY KEY,
+    owner      text   NOT NULL,
+    amount     bigint NOT NULL CHECK (amount > 0),
+    currency   text   NOT NULL,
+    to_account text   NOT NULL,
+    status     text   NOT NULL,
+    created    bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS shop_transfers_owner_idx ON shop_transfers (owner, seq);
+"#;
+
+const PAYMENT_COLUMNS: &str = "id, amount, currency, status, amount_refunded, created";
+const TRANSFER_COLUMNS: &str = "id, amount, currency, to_account, status, created";
+
+type PaymentRow = (String, i64, String, String, i64, i64);
+type TransferRow = (String, i64, String, String, String, i64);
+
+fn payment((id, amount, currency, status, amount_refunded, created): PaymentRow) -> Payment {
+    Payment {
+        id,
+        amount,
+        currency,
+        status,
+        amount_refunded,
+        created,
+    }
+}
+
+fn transfer((id, amount, currency, to_account, status, created): TransferRow) -> Transfer {
+    Transfer {
+        id,
+        amount,
+        currency,
+        to_account,
+        status,
+        created,
+    }
+}
+
+/// The shop's tables on a pool (the idempotency store's own).
+#[derive(Clone, Debug)]
+pub struct PostgresLedger {
+    pool: PgPool,
+}
+
+impl PostgresLedger {
+    /// Creates the shop's tables if they do not exist, and answers the ledger on `pool`.
+    /// Instances that start together serialize on an advisory lock.
+    pub async fn migrate(pool: &PgPool) -> Result<Self, sqlx::Error> {
+        let mut transaction = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('shop ledger migration'))")
+            .execute(&mut *transaction)
+            .await?;
+        sqlx::raw_sql(MIGRATION).execute(&mut *transaction).await?;
+        transaction.commit().await?;
+        Ok(Self { pool: pool.clone() })
+    }
+
+    /// The pool the ledger reads from.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(super) async fn insert_payment(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        payment: &Payment,
+    ) -> Result<(), LedgerError> {
+        sqlx::query(
+            "INSERT INTO shop_payments (id, owner, amount, currency, status, amount_refunded, created) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&payment.id)
+        .bind(owner)
+        .bind(payment.amount)
+        .bind(&payment.currency)
+        .bind(&payment.status)
+        .bind(payment.amount_refunded)
+        .bind(payment.created)
+        .execute(tx.conn().await?)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn payments(&self, owner: &str) -> Result<Vec<Payment>, LedgerError> {
+        let sql =
+            format!("SELECT {PAYMENT_COLUMNS} FROM shop_payments WHERE owner = $1 ORDER BY seq");
+        let rows = query_rows::<PaymentRow>(sql)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(payment).collect())
+    }
+
+    pub(super) async fn payment(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<Payment>, LedgerError> {
+        let sql =
+            format!("SELECT {PAYMENT_COLUMNS} FROM shop_payments WHERE owner = $1 AND id = $2");
+        let row = query_rows::<PaymentRow>(sql)
+            .bind(owner)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(payment))
+    }
+
+    pub(super) async fn refund(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        refund: &Refund,
+    ) -> Result<RefundOutcome, LedgerError> {
+        // One conditional update: two refunds of one payment at once cannot both pass the
+        // check (the row lock orders them, and the second sees the first's amount).
+        let sql = format!(
+            "UPDATE shop_payments SET amount_refunded = amount_refunded + $3 \
+             WHERE id = $1 AND owner = $2 AND amount_refunded + $3 <= amount \
+             RETURNING {PAYMENT_COLUMNS}"
+        );
+        let updated = query_rows::<PaymentRow>(sql)
+            .bind(&refund.payment)
+            .bind(owner)
+            .bind(refund.amount)
+            .fetch_optional(tx.conn().await?)
+            .await?;
+        let Some(updated) = updated else {
+            let refundable: Option<i64> = sqlx::query_scalar(
+                "SELECT amount - amount_refunded FROM shop_payments WHERE id = $1 AND owner = $2",
+            )
+            .bind(&refund.payment)
+            .bind(owner)
+            .fetch_optional(tx.conn().await?)
+            .await?;
+            return Ok(match refundable {
+                Some(refundable) => RefundOutcome::Exceeds { refundable },
+                None => RefundOutcome::NotFound,
+            });
+        };
+        sqlx::query(
+            "INSERT INTO shop_refunds (id, payment, amount, status, created) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&refund.id)
+        .bind(&refund.payment)
+        .bind(refund.amount)
+        .bind(&refund.status)
+        .bind(refund.created)
+        .execute(tx.conn().await?)
+        .await?;
+        Ok(RefundOutcome::Refunded(payment(updated)))
+    }
+
+    pub(super) async fn insert_transfer(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        transfer: &Transfer,
+    ) -> Result<(), LedgerError> {
+        sqlx::query(
+            "INSERT INTO shop_transfers (id, owner, amount, currency, to_account, status, created) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&transfer.id)
+        .bind(owner)
+        .bind(transfer.amount)
+        .bind(&transfer.currency)
+        .bind(&transfer.to_account)
+        .bind(&transfer.status)
+        .bind(transfer.created)
+        .execute(tx.conn().await?)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn transfers(&self, owner: &str) -> Result<Vec<Transfer>, LedgerError> {
+        let sql =
+            format!("SELECT {TRANSFER_COLUMNS} FROM shop_transfers WHERE owner = $1 ORDER BY seq");
+        let rows = query_rows::<TransferRow>(sql)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(transfer).collect())
+    }
+
+    pub(super) async fn settle_transfer(
+        &self,
+        tx: &mut Tx,
+        id: &str,
+    ) -> Result<Option<Transfer>, LedgerError> {
+        let sql = format!(
+            "UPDATE shop_transfers SET status = 'settled' WHERE id = $1 RETURNING {TRANSFER_COLUMNS}"
+        );
+        let row = query_rows::<TransferRow>(sql)
+            .bind(id)
+            .fetch_optional(tx.conn().await?)
+            .await?;
+        Ok(row.map(transfer))
+    }
+}
+
+/// A query whose text is built from the constant column lists above, never from input.
+fn query_rows<'q, T>(
+    sql: String,
+) -> sqlx::query::QueryAs<'q, Postgres, T, sqlx::postgres::PgArguments>
+where
+    T: for<'r> sqlx::FromRow<'r, PgRow>,
+{
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+}

@@ -1,0 +1,262 @@
+//! A small shop service that shows idempotency keys at work: payments, refunds, receipts,
+//! transfers and a bank webhook, each an axum handler under `#[idempotent]`.
+//!
+//! The binary (`cargo run -p shop`) reads its [`Config`] from the environment and the command
+//! line, opens the store named by `IDEM_STORE` ([`Backend`]), and serves [`app`] with
+//! [`serve`]. The tests in `tests/` build the same router and serve it on a loopback port.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use shop::{Backend, Settings, Shop};
+//!
+//! let backend = Backend::memory();
+//! let shop = Shop::new(backend.ledger.clone(), Settings::default());
+//! let router = shop::app(shop, backend.idem.clone());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! shop::serve(listener, router, backend.idem.clone(), shop::shutdown_signal()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+pub mod backend;
+pub mod bank;
+pub mod config;
+pub mod health;
+pub mod json;
+pub mod ledger;
+pub mod model;
+pub mod openapi;
+pub mod payments;
+pub mod problem;
+pub mod receipts;
+pub mod refunds;
+pub mod transfers;
+pub mod webhooks;
+
+use std::{fmt, future::Future, io, sync::Arc, time::Duration};
+
+use axum::{
+    Extension, Router,
+    extract::{DefaultBodyLimit, Request},
+    middleware,
+    routing::{get, post},
+};
+use idem_core::Idempotency;
+use tokio::net::TcpListener;
+
+use crate::{
+    auth::User,
+    bank::Bank,
+    ledger::Ledger,
+    problem::{ShopProblem, ShopProblemKind},
+    receipts::Mailer,
+};
+pub use crate::{backend::Backend, config::Config};
+
+/// How the shop behaves, apart from where it keeps its data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// How long the bank takes to accept a transfer.
+    pub transfer_delay: Duration,
+    /// How long the bank takes to confirm a refund.
+    pub refund_delay: Duration,
+    /// The key the bank signs its webhooks with.
+    pub webhook_secret: String,
+    /// The largest request body accepted, in bytes.
+    pub body_limit: usize,
+}
+
+impl Settings {
+    /// The default transfer delay: 10 seconds, as in the seed article's demo.
+    pub const DEFAULT_TRANSFER_DELAY: Duration = Duration::from_secs(10);
+    /// The default refund delay: 1 second.
+    pub const DEFAULT_REFUND_DELAY: Duration = Duration::from_secs(1);
+    /// The default webhook secret. A demo value: a real one is a secret.
+    pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_demo";
+    /// The default body limit: 16 KiB, plenty for these bodies and small enough to show 413.
+    pub const DEFAULT_BODY_LIMIT: usize = 16 * 1024;
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            transfer_delay: Self::DEFAULT_TRANSFER_DELAY,
+            refund_delay: Self::DEFAULT_REFUND_DELAY,
+            webhook_secret: Self::DEFAULT_WEBHOOK_SECRET.to_owned(),
+            body_limit: Self::DEFAULT_BODY_LIMIT,
+        }
+    }
+}
+
+/// The shop: its data, its bank and its mailer. The state of every handler. Cheap to clone;
+/// clones share everything.
+#[derive(Clone)]
+pub struct Shop {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ledger: Ledger,
+    bank: Bank,
+    mailer: Mailer,
+    settings: Settings,
+}
+
+impl Shop {
+    /// A shop keeping its data in `ledger`.
+    pub fn new(ledger: Ledger, settings: Settings) -> Self {
+        let bank = Bank::new(
+            settings.transfer_delay,
+            settings.refund_delay,
+            &settings.webhook_secret,
+        );
+        Self {
+            inner: Arc::new(Inner {
+                ledger,
+                bank,
+                mailer: Mailer::default(),
+                settings,
+            }),
+        }
+    }
+
+    /// Where the payments, refunds and transfers are.
+    pub fn ledger(&self) -> &Ledger {
+        &self.inner.ledger
+    }
+
+    /// The bank.
+    pub fn bank(&self) -> &Bank {
+        &self.inner.bank
+    }
+
+    /// The outgoing mail.
+    pub fn mailer(&self) -> &Mailer {
+        &self.inner.mailer
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+}
+
+impl fmt::Debug for Shop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shop")
+            .field("ledger", &self.inner.ledger)
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The shop's router, with `idem` as its idempotency runtime.
+///
+/// Routes that act for a user sit behind an authentication layer, so that a request without
+/// credentials is answered 401 before anything else (before a missing key's 400, say). The
+/// webhook authenticates by its signature instead; `/healthz` and `/openapi.json` are open.
+pub fn app(shop: Shop, idem: Idempotency) -> Router {
+    let body_limit = shop.settings().body_limit;
+    let users = Router::new()
+        .route(
+            "/payments",
+            post(payments::create_payment).get(payments::list_payments),
+        )
+        .route("/payments/{id}", get(payments::get_payment))
+        .route("/payments/{id}/refunds", post(refunds::create_refund))
+        .route("/payments/{id}/receipt", post(receipts::send_receipt))
+        .route(
+            "/transfers",
+            post(transfers::create_transfer).get(transfers::list_transfers),
+        )
+        .route_layer(middleware::from_extractor::<User>());
+    let machines = Router::new()
+        .route("/webhooks/bank", post(webhooks::bank_webhook))
+        .route("/healthz", get(health::healthz))
+        .route("/openapi.json", get(openapi::openapi_json));
+    users
+        .merge(machines)
+        .fallback(route_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(shop)
+        .layer(DefaultBodyLimit::max(body_limit))
+        // `#[idempotent]` handlers find the runtime as a request extension.
+        .layer(Extension(idem))
+}
+
+async fn route_not_found(request: Request) -> ShopProblem {
+    ShopProblem::new(
+        ShopProblemKind::RouteNotFound,
+        format!(
+            "there is nothing at {}; see /openapi.json",
+            request.uri().path()
+        ),
+    )
+}
+
+async fn method_not_allowed(request: Request) -> ShopProblem {
+    // axum adds the `Allow` header to this answer.
+    ShopProblem::new(
+        ShopProblemKind::MethodNotAllowed,
+        format!(
+            "{} does not take {}",
+            request.uri().path(),
+            request.method()
+        ),
+    )
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then lets every running handler
+/// finish and store its result, including those whose client has gone.
+///
+/// axum's graceful shutdown stops accepting connections and waits for the requests in
+/// progress; [`Idempotency::shutdown`] then waits for the handlers that carry on after their
+/// client disconnected (a timed-out transfer, say), so the client's retry finds the result.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    idem: Idempotency,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    let running = idem.running();
+    if running > 0 {
+        tracing::info!(
+            running,
+            "waiting for running handlers to store their results"
+        );
+    }
+    idem.shutdown().await;
+    Ok(())
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: no new connections; finishing the requests in progress");
+}

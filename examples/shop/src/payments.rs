@@ -1,0 +1,150 @@
+//! `POST /payments`, `GET /payments`, `GET /payments/{id}`.
+//!
+//! Creating a payment is the operation idempotency keys exist for: a client that timed out
+//! cannot know whether it was charged, and must be able to send the request again.
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::{StatusCode, header},
+};
+use idem_core::{idempotent, store::postgres::Tx};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::{
+    Shop,
+    auth::User,
+    json::{ValidJson, Validate},
+    model::{Payment, PaymentList, new_id, now, rules},
+    openapi::IdempotencyKey,
+    problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
+};
+
+/// The body of `POST /payments`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewPayment {
+    /// 1 to 100000000, in the currency's minor unit.
+    #[schema(minimum = 1, maximum = 100_000_000, example = 9800)]
+    pub amount: i64,
+    /// ISO 4217 code: 3 capital letters.
+    #[schema(pattern = "^[A-Z]{3}$", example = "JPY")]
+    pub currency: String,
+}
+
+impl Validate for NewPayment {
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        rules::amount(&mut errors, "amount", self.amount);
+        rules::currency(&mut errors, "currency", &self.currency);
+        rules::verdict(errors)
+    }
+}
+
+/// A `201 Created` answer with the new payment and its `Location`.
+pub type Created<T> = (StatusCode, [(header::HeaderName, String); 1], Json<T>);
+
+/// Makes a payment.
+///
+/// Send a new `Idempotency-Key` for each payment and the same key when you retry it: the
+/// retry gets the first answer (with `Idempotent-Replayed: true`) and you are charged once.
+/// Keys are the caller's own, and are remembered for 24 hours.
+#[utoipa::path(
+    post,
+    path = "/payments",
+    tag = "payments",
+    params(IdempotencyKey),
+    request_body = NewPayment,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "The payment was made", body = Payment,
+            headers(("Location" = String, description = "The payment's URL: `/payments/{id}`"))),
+        (status = 400, description = "The key is missing or malformed, or the body is invalid (nothing was stored: fix it and send it again with the same key)", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The idempotency store or the database is unavailable; nothing ran, retry with the same key after `Retry-After`", body = ProblemBody, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+    )
+)]
+// `scope = "user"`: Alice's key never finds Bob's payment. `ttl = "24h"`: a retry that comes
+// later than a day is a new payment, as at Stripe; both are also the defaults, written out
+// because a payment is where a reader looks for them.
+#[idempotent(ttl = "24h", scope = "user")]
+pub async fn create_payment(
+    State(shop): State<Shop>,
+    user: User,
+    mut tx: Tx,
+    ValidJson(new): ValidJson<NewPayment>,
+) -> Result<Created<Payment>, ShopError> {
+    let payment = Payment {
+        id: new_id("pay"),
+        amount: new.amount,
+        currency: new.currency,
+        status: "succeeded".to_owned(),
+        amount_refunded: 0,
+        created: now(),
+    };
+    shop.ledger()
+        .insert_payment(&mut tx, user.id(), &payment)
+        .await?;
+    tracing::info!(user = user.id(), payment = %payment.id, amount = payment.amount, "payment made");
+    let location = format!("/payments/{}", payment.id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(payment),
+    ))
+}
+
+/// Lists the caller's payments, oldest first.
+#[utoipa::path(
+    get,
+    path = "/payments",
+    tag = "payments",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The caller's payments", body = PaymentList),
+        (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_payments(
+    State(shop): State<Shop>,
+    user: User,
+) -> Result<Json<PaymentList>, ShopError> {
+    let items = shop.ledger().payments(user.id()).await?;
+    Ok(Json(PaymentList { items }))
+}
+
+/// Shows one of the caller's payments.
+#[utoipa::path(
+    get,
+    path = "/payments/{id}",
+    tag = "payments",
+    params(("id" = String, Path, description = "The payment's id", example = "pay_4eC39HqLyjWDarjtT1zdp7dc")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The payment", body = Payment),
+        (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "The caller has no payment with this id (another user's is not shown either)", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get_payment(
+    State(shop): State<Shop>,
+    user: User,
+    Path(id): Path<String>,
+) -> Result<Json<Payment>, ShopError> {
+    shop.ledger()
+        .payment(user.id(), &id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| payment_not_found(&id).into())
+}
+
+/// The 404 for a payment the caller does not have.
+pub fn payment_not_found(id: &str) -> ShopProblem {
+    ShopProblem::new(
+        ShopProblemKind::PaymentNotFound,
+        format!("you have no payment {id:?}"),
+    )
+}

@@ -1,0 +1,107 @@
+//! `POST /payments/{id}/receipt`: e-mails the payment's receipt again.
+//!
+//! Sending a receipt twice is harmless, so this endpoint takes a key but does not insist on
+//! one, and keeps working when the idempotency store does not.
+
+use std::sync::{Arc, Mutex};
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+};
+use idem_core::idempotent;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::{
+    Shop,
+    auth::User,
+    model::{new_id, now},
+    openapi::OptionalIdempotencyKey,
+    payments::payment_not_found,
+    problem::{ProblemBody, ShopError},
+};
+
+/// A receipt e-mail, as the mailer accepted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Receipt {
+    /// `rcpt_` and 24 letters and digits.
+    #[schema(example = "rcpt_9f7Cq2rVnVJm3Q0xE4bA1sKd")]
+    pub id: String,
+    /// The payment it is for.
+    #[schema(example = "pay_4eC39HqLyjWDarjtT1zdp7dc")]
+    pub payment: String,
+    /// Where it goes.
+    #[schema(example = "alice@users.shop.example")]
+    pub to: String,
+    /// When it was queued, in seconds since the Unix epoch.
+    #[schema(example = 1_764_460_900)]
+    pub created: i64,
+}
+
+/// The outgoing mail, kept in memory: this demo sends nothing, it logs and counts.
+#[derive(Clone, Debug, Default)]
+pub struct Mailer {
+    sent: Arc<Mutex<Vec<Receipt>>>,
+}
+
+impl Mailer {
+    /// Queues `receipt` for sending.
+    pub fn send(&self, receipt: &Receipt) {
+        tracing::info!(to = %receipt.to, payment = %receipt.payment, "receipt e-mailed");
+        self.sent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(receipt.clone());
+    }
+
+    /// Every receipt sent so far.
+    pub fn sent(&self) -> Vec<Receipt> {
+        self.sent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// E-mails the receipt of one of the caller's payments again.
+///
+/// A key is optional: without one every request sends an e-mail; with one, a retry answers
+/// the first request's receipt and sends nothing. If the idempotency store is unavailable the
+/// e-mail is sent anyway (a second copy is better than none).
+#[utoipa::path(
+    post,
+    path = "/payments/{id}/receipt",
+    tag = "payments",
+    params(("id" = String, Path, description = "The payment's id"), OptionalIdempotencyKey),
+    security(("bearer" = [])),
+    responses(
+        (status = 202, description = "The receipt is on its way", body = Receipt),
+        (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 404, description = "The caller has no payment with this id", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+// `required = false`: running twice sends a second e-mail, which is harmless, so a client that
+// sends no key is served. `on_store_error = "run"`: for the same reason, a store outage
+// should not stop receipts; the runtime logs that it ran without a record.
+#[idempotent(required = false, on_store_error = "run")]
+pub async fn send_receipt(
+    State(shop): State<Shop>,
+    user: User,
+    Path(payment_id): Path<String>,
+) -> Result<(StatusCode, Json<Receipt>), ShopError> {
+    let payment = shop
+        .ledger()
+        .payment(user.id(), &payment_id)
+        .await?
+        .ok_or_else(|| payment_not_found(&payment_id))?;
+    let receipt = Receipt {
+        id: new_id("rcpt"),
+        payment: payment.id,
+        to: format!("{}@users.shop.example", user.id()),
+        created: now(),
+    };
+    shop.mailer().send(&receipt);
+    Ok((StatusCode::ACCEPTED, Json(receipt)))
+}
