@@ -1,0 +1,317 @@
+//! What the shop's end-to-end tests share: a server on a loopback port, a real HTTP client,
+//! and the checks of what a client sees.
+//!
+//! Every server is the shop's own router (or a small one built for a test), served by
+//! `shop::serve` (axum's server with the shop's graceful shutdown) on `127.0.0.1:0`, and
+//! every request goes through reqwest over TCP.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::{net::SocketAddr, time::Duration};
+
+use axum::{Router, body::Bytes, http::HeaderMap};
+use idem_core::Idempotency;
+use reqwest::{RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+use shop::{Backend, Settings, Shop};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+
+/// How long any one request may take before the test fails rather than hangs.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A server on a loopback port, stopped through its graceful shutdown.
+pub struct Server {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Serves `router` (whose runtime is `idem`) on a fresh port.
+    pub async fn start(router: Router, idem: Idempotency) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(shop::serve(listener, router, idem, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// The URL of `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Sends the shutdown signal and waits until the server has stopped and every running
+    /// handler has stored its result.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().expect("stopped once").send(());
+        tokio::time::timeout(REQUEST_TIMEOUT, &mut self.task)
+            .await
+            .expect("the server stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Settings for tests: the bank is quick unless a test says otherwise.
+pub fn settings() -> Settings {
+    Settings {
+        transfer_delay: Duration::from_millis(200),
+        refund_delay: Duration::from_millis(50),
+        ..Settings::default()
+    }
+}
+
+/// A shop on the memory store, served.
+pub struct TestShop {
+    pub shop: Shop,
+    pub idem: Idempotency,
+    pub server: Server,
+    pub api: Api,
+}
+
+impl TestShop {
+    /// The shop with everything in memory, as `cargo run -p shop` starts it.
+    pub async fn memory(settings: Settings) -> Self {
+        Self::on(Backend::memory(), settings).await
+    }
+
+    /// The shop on `backend`.
+    pub async fn on(backend: Backend, settings: Settings) -> Self {
+        let shop = Shop::new(backend.ledger.clone(), settings);
+        let idem = backend.idem.clone();
+        let server = Server::start(shop::app(shop.clone(), idem.clone()), idem.clone()).await;
+        let api = Api::new(&server);
+        Self {
+            shop,
+            idem,
+            server,
+            api,
+        }
+    }
+}
+
+/// A fresh user id, so tests that share a store never share a user.
+pub fn user() -> String {
+    format!("user-{:012x}", rand::random::<u64>() >> 16)
+}
+
+/// A fresh key, as a client makes one per operation (UUID-shaped).
+pub fn key() -> String {
+    let bits: u128 = rand::random();
+    let hex = format!("{bits:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// A payment body.
+pub fn payment(amount: i64) -> Value {
+    json!({ "amount": amount, "currency": "JPY" })
+}
+
+/// A transfer body.
+pub fn transfer(amount: i64) -> Value {
+    json!({ "amount": amount, "currency": "JPY", "toAccount": "0000000" })
+}
+
+/// A real HTTP client for one server.
+#[derive(Clone)]
+pub struct Api {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+impl Api {
+    pub fn new(server: &Server) -> Self {
+        Self::at(&server.url(""))
+    }
+
+    pub fn at(base: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .pool_max_idle_per_host(256)
+            .build()
+            .unwrap();
+        Self {
+            http,
+            base: base.to_owned(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `POST path` as `user` (none: no `Authorization`), with `key` (none: no header).
+    pub fn post(&self, path: &str, user: Option<&str>, key: Option<&str>) -> RequestBuilder {
+        let mut request = self.http.post(self.url(path));
+        if let Some(user) = user {
+            request = request.bearer_auth(user);
+        }
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        request
+    }
+
+    /// `GET path` as `user`.
+    pub fn get(&self, path: &str, user: &str) -> RequestBuilder {
+        self.http.get(self.url(path)).bearer_auth(user)
+    }
+
+    /// `POST /payments` as `user` with `key` and a JSON `body`.
+    pub async fn pay(&self, user: &str, key: &str, body: &Value) -> Answer {
+        send(self.post("/payments", Some(user), Some(key)).json(body)).await
+    }
+
+    /// `POST /transfers` as `user` with `key` and a JSON `body`.
+    pub async fn transfer(&self, user: &str, key: &str, body: &Value) -> Answer {
+        send(self.post("/transfers", Some(user), Some(key)).json(body)).await
+    }
+
+    /// `GET /payments` as `user`: the items.
+    pub async fn payments(&self, user: &str) -> Vec<Value> {
+        self.items("/payments", user).await
+    }
+
+    /// `GET /transfers` as `user`: the items.
+    pub async fn transfers(&self, user: &str) -> Vec<Value> {
+        self.items("/transfers", user).await
+    }
+
+    async fn items(&self, path: &str, user: &str) -> Vec<Value> {
+        let answer = send(self.get(path, user)).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert!(!answer.replayed(), "a GET is never a replay");
+        answer.json()["items"].as_array().unwrap().clone()
+    }
+}
+
+/// Sends `request` and reads the whole answer.
+pub async fn send(request: RequestBuilder) -> Answer {
+    Answer::read(request.send().await.expect("the server answers")).await
+}
+
+/// A whole HTTP answer.
+#[derive(Clone)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub async fn read(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.bytes().await.expect("the body arrives");
+        Self {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(name)
+            .map(|value| value.to_str().expect("a readable header"))
+    }
+
+    /// Whether this is a stored answer sent again.
+    pub fn replayed(&self) -> bool {
+        match self.header("idempotent-replayed") {
+            None => false,
+            Some("true") => true,
+            Some(other) => panic!("Idempotent-Replayed: {other}"),
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {self:?}"))
+    }
+
+    /// Checks that this is an RFC 9457 answer with `status`, and returns its body.
+    pub fn problem(&self, status: u16) -> Value {
+        assert_eq!(self.status.as_u16(), status, "{self:?}");
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json"),
+            "{self:?}"
+        );
+        let problem = self.json();
+        assert_eq!(problem["status"], status, "{problem}");
+        let kind = problem["type"].as_str().expect("a type");
+        assert!(kind.starts_with("https://"), "{problem}");
+        assert!(
+            problem["title"]
+                .as_str()
+                .is_some_and(|title| !title.is_empty())
+        );
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|detail| !detail.is_empty())
+        );
+        problem
+    }
+
+    /// Checks that this is a Problem Details answer of the kind whose `type` ends in `#slug`.
+    pub fn problem_of(&self, status: u16, slug: &str) -> Value {
+        let problem = self.problem(status);
+        let kind = problem["type"].as_str().unwrap();
+        assert!(
+            kind.ends_with(&format!("#{slug}")),
+            "expected {slug}: {problem}"
+        );
+        problem
+    }
+
+    /// Checks that this is a `201 Created` and returns its body.
+    pub fn created(&self) -> Value {
+        assert_eq!(self.status, 201, "{self:?}");
+        self.json()
+    }
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?} {}",
+            self.status,
+            self.headers,
+            String::from_utf8_lossy(&self.body)
+        )
+    }
+}
+
+/// Waits for the time a 409 or 503 asks for in `Retry-After` (whole seconds).
+pub async fn honour_retry_after(answer: &Answer) {
+    let seconds: u64 = answer
+        .header("retry-after")
+        .expect("a 409 carries Retry-After")
+        .parse()
+        .expect("Retry-After in seconds");
+    assert!((1..=60).contains(&seconds), "Retry-After: {seconds}");
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+}
