@@ -68,8 +68,14 @@ async fn users_never_share_keys_or_payments() {
     let (alices, bobs_payment) = (alices.created(), bobs.created());
     assert_ne!(alices["id"], bobs_payment["id"]);
 
-    assert_eq!(test.api.payments(&alice).await, [alices.clone()]);
-    assert_eq!(test.api.payments(&bob).await, [bobs_payment.clone()]);
+    assert_eq!(
+        test.api.payments(&alice).await,
+        std::slice::from_ref(&alices)
+    );
+    assert_eq!(
+        test.api.payments(&bob).await,
+        std::slice::from_ref(&bobs_payment)
+    );
     let path = format!("/payments/{}", bobs_payment["id"].as_str().unwrap());
     send(test.api.get(&path, &alice))
         .await
