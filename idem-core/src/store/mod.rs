@@ -58,6 +58,10 @@
 
 pub mod memory;
 
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod redis;
+
 #[cfg(feature = "conformance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
@@ -67,6 +71,9 @@ use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 use async_trait::async_trait;
 
 pub use self::memory::MemoryStore;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use self::redis::RedisStore;
 use crate::{
     fingerprint::{Fingerprint, FingerprintAlgorithm},
     replay::StoredResponse,
