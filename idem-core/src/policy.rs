@@ -204,10 +204,10 @@ impl Policy {
         if self.lease.is_zero() {
             return Err(PolicyError::Zero("lease"));
         }
-        if let OnConflict::Wait(wait) = self.on_conflict {
-            if wait.is_zero() {
-                return Err(PolicyError::Zero("on_conflict wait"));
-            }
+        if let OnConflict::Wait(wait) = self.on_conflict
+            && wait.is_zero()
+        {
+            return Err(PolicyError::Zero("on_conflict wait"));
         }
         if self.ttl.as_nanos() < self.lease.as_nanos() {
             return Err(PolicyError::TtlShorterThanLease {

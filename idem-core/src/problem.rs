@@ -16,48 +16,48 @@
 //! # The problem types
 //!
 //! ### key-missing
-//! 400. The operation requires an `Idempotency-Key` header and the request had none. Send one:
+//! **400 Bad Request.** The operation requires an `Idempotency-Key` header and the request had none. Send one:
 //! a new unique value (a UUID, say) per operation, the same value on every retry of it.
 //!
 //! ### key-malformed
-//! 400. The `Idempotency-Key` header is not a valid key: empty, longer than 255 characters,
+//! **400 Bad Request.** The `Idempotency-Key` header is not a valid key: empty, longer than 255 characters,
 //! characters other than visible ASCII, several values, or (in strict mode) not an sf-string.
 //! The `detail` names the fault.
 //!
 //! ### principal-missing
-//! 401. The key is scoped to a principal (a user, a tenant) and the request carried none, so
+//! **401 Unauthorized.** The key is scoped to a principal (a user, a tenant) and the request carried none, so
 //! the key cannot be looked up safely. Authenticate the request.
 //!
 //! ### request-in-flight
-//! 409. The first request with this key is still being processed. Retry after the number of
+//! **409 Conflict.** The first request with this key is still being processed. Retry after the number of
 //! seconds in `Retry-After`; the retry gets the first request's result.
 //!
 //! ### response-not-replayable
-//! 410. The first request with this key was processed, but its response was larger than the
+//! **410 Gone.** The first request with this key was processed, but its response was larger than the
 //! server keeps for replay. The operation is not run again; look its result up another way.
 //! The member `originalStatus` carries the status code of the first response.
 //!
 //! ### body-too-large
-//! 413. The request body is larger than the server accepts.
+//! **413 Content Too Large.** The request body is larger than the server accepts.
 //!
 //! ### body-unreadable
-//! 400. The request body could not be read to the end (the connection broke, or its framing
+//! **400 Bad Request.** The request body could not be read to the end (the connection broke, or its framing
 //! was invalid), so the request could not be fingerprinted. Nothing was run or stored.
 //!
 //! ### key-reused
-//! 422. The key was already used for a request with a different body (or method, or route).
+//! **422 Unprocessable Content.** The key was already used for a request with a different body (or method, or route).
 //! Use a new key for a new operation.
 //!
 //! ### handler-failed
-//! 500. The operation failed unexpectedly (it panicked). The key was released: a retry with
+//! **500 Internal Server Error.** The operation failed unexpectedly (it panicked). The key was released: a retry with
 //! the same key runs the operation again.
 //!
 //! ### misconfigured
-//! 500. The server's idempotency support is not set up for this route. This is a bug in the
+//! **500 Internal Server Error.** The server's idempotency support is not set up for this route. This is a bug in the
 //! service, not in the request.
 //!
 //! ### store-unavailable
-//! 503. The store that keeps idempotency records could not be reached, so the server refused
+//! **503 Service Unavailable.** The store that keeps idempotency records could not be reached, so the server refused
 //! to run the operation rather than risk running it twice. Retry after `Retry-After` seconds.
 
 use std::{borrow::Cow, time::Duration};

@@ -1,18 +1,13 @@
-//! Running a claimed request's handler in a task of its own (SPEC §5 steps 4 to 6).
+//! Running a claimed request's handler to the end (SPEC §5 steps 4 to 6).
 //!
-//! hyper drops a request's future when its client disconnects. A handler that ran inside that
-//! future would stop half-way, and the client's retry would find neither a result nor a free
-//! key. So the handler runs in a spawned task that outlives the request: it renews the lease
-//! while the handler runs, catches a panic, captures the response and stores it (or releases
-//! the key), and only then hands the response to the request, if the request is still there.
+//! The run renews the lease while the handler runs, catches a panic, captures the response
+//! and stores it (or releases the key), and only then answers. It is [`Detachable`]: if the
+//! client disconnects and hyper drops the request, the run carries on in a task of its own,
+//! so the client's retry finds the result.
 
 use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
 
-use axum::response::{IntoResponse, Response};
-use futures_util::FutureExt;
-use tokio::sync::oneshot;
-
-use super::{counts_as_result, store_unavailable};
+use super::{counts_as_result, detach::Detachable, store_unavailable};
 use crate::{
     Idempotency,
     context::IdempotencyContext,
@@ -23,6 +18,8 @@ use crate::{
     scope::StoreKey,
     store::{LeaseToken, StoreError},
 };
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
 
 /// A claimed key and what the runtime needs to finish its request.
 pub(super) struct Run {
@@ -50,27 +47,17 @@ enum Finished {
 const COMPLETE_ATTEMPTS: u32 = 3;
 
 impl Run {
-    /// Runs `handler` in a tracked task and waits for its response. If this future is dropped
-    /// (the client went away), the task carries on and stores the result.
-    pub(super) async fn spawn(
+    /// Runs `handler` to the end and answers with its response. If this future is dropped
+    /// (the client went away), the run carries on and stores the result.
+    pub(super) fn run(
         self,
         handler: impl Future<Output = Response> + Send + 'static,
-    ) -> Response {
-        let (sender, receiver) = oneshot::channel();
+    ) -> impl Future<Output = Response> + Send + 'static {
         let tasks = self.idem.tasks().clone();
-        tasks.spawn(async move {
-            let response = self.drive(handler).await;
-            // Nobody listens when the client has gone: the result is stored all the same.
-            let _ = sender.send(response);
-        });
-        receiver.await.unwrap_or_else(|_| {
-            // `drive` catches the handler's panics; this is only reached if the runtime is
-            // shutting down and dropped the task.
-            Problem::new(ProblemKind::HandlerFailed, "the request was interrupted").into_response()
-        })
+        Detachable::new(self.drive(handler), &tasks)
     }
 
-    async fn drive(self, handler: impl Future<Output = Response> + Send) -> Response {
+    async fn drive(self, handler: impl Future<Output = Response> + Send + 'static) -> Response {
         let policy = self.policy;
         let work = AssertUnwindSafe(async move {
             let response = handler.await;
@@ -227,10 +214,10 @@ impl Run {
     }
 
     async fn release(&self, why: &str) {
-        if let Some(transaction) = self.context.take_transaction().await {
-            if let Err(error) = self.idem.call_store(transaction.rollback()).await {
-                observe::record(Outcome::StoreError, &self.route, &error);
-            }
+        if let Some(transaction) = self.context.take_transaction().await
+            && let Err(error) = self.idem.call_store(transaction.rollback()).await
+        {
+            observe::record(Outcome::StoreError, &self.route, &error);
         }
         match self
             .idem

@@ -9,6 +9,10 @@
 //! The macro runs the handler's extractors between steps 1 and 3, so that a rejected request
 //! never touches the store.
 
+// A refusal is a `Response`, returned once per request; see `__private`.
+#![allow(clippy::result_large_err)]
+
+mod detach;
 mod execute;
 
 use std::{future::Future, time::Duration};
@@ -184,7 +188,7 @@ where
                 route: route.into(),
                 context,
             };
-            run.spawn(handler()).await
+            run.run(handler()).await
         }
         Acquired::Answer(response) => response,
         Acquired::Unrecorded => run_unrecorded(policy, route, context, handler()).await,

@@ -318,3 +318,99 @@ impl Store for MemoryStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http::{HeaderMap, Method, StatusCode};
+
+    use super::*;
+    use crate::fingerprint::FingerprintMode;
+
+    fn fingerprint() -> Fingerprint {
+        Fingerprint::compute(
+            &Method::POST,
+            "/",
+            &HeaderMap::new(),
+            b"",
+            FingerprintMode::Raw,
+        )
+    }
+
+    /// Completes `count` distinct keys with `body_len`-byte responses.
+    async fn flood(store: &MemoryStore, count: usize, body_len: usize) {
+        let fingerprint = fingerprint();
+        let response = StoredResponse::new(
+            StatusCode::OK,
+            HeaderMap::new(),
+            Bytes::from(vec![b'x'; body_len]),
+        );
+        for _ in 0..count {
+            let (key, token) = (StoreKey::from_bytes(rand::random()), LeaseToken::random());
+            let claim = Claim {
+                key: &key,
+                fingerprint: &fingerprint,
+                token,
+                lease: Duration::from_secs(60),
+                ttl: Duration::from_secs(3600),
+            };
+            assert_eq!(store.claim(claim).await.unwrap(), ClaimOutcome::Claimed);
+            store
+                .complete(&key, token, &response, Duration::from_secs(3600))
+                .await
+                .unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_keys_stays_within_the_entry_bound() {
+        let store = MemoryStore::builder()
+            .max_entries(100)
+            .max_bytes(1 << 30)
+            .build();
+        flood(&store, 2_000, 10).await;
+        let kept = store.completed_records();
+        assert!(kept <= 100, "{kept} records kept, bound 100");
+        assert!(
+            kept >= 50,
+            "{kept} records kept: the bound should be used, not emptied"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_large_responses_stays_within_the_byte_bound() {
+        let store = MemoryStore::builder()
+            .max_entries(1_000_000)
+            .max_bytes(64 * 1024)
+            .build();
+        flood(&store, 500, 4096).await;
+        let kept = store.completed_records();
+        // Each record weighs a little over 4 KiB, so at most 15 fit in 64 KiB.
+        assert!(kept <= 15, "{kept} records of 4 KiB kept in 64 KiB");
+        assert!(
+            kept >= 8,
+            "{kept} records kept: the bound should be used, not emptied"
+        );
+    }
+
+    #[tokio::test]
+    async fn claims_in_flight_are_never_evicted() {
+        let store = MemoryStore::builder().max_entries(10).build();
+        let fingerprint = fingerprint();
+        let key = StoreKey::from_bytes(rand::random());
+        let claim = Claim {
+            key: &key,
+            fingerprint: &fingerprint,
+            token: LeaseToken::random(),
+            lease: Duration::from_secs(60),
+            ttl: Duration::from_secs(60),
+        };
+        store.claim(claim).await.unwrap();
+        flood(&store, 1_000, 10).await;
+        let retry = Claim {
+            token: LeaseToken::random(),
+            ..claim
+        };
+        assert_eq!(store.claim(retry).await.unwrap(), ClaimOutcome::InFlight);
+    }
+}

@@ -1,0 +1,942 @@
+//! IdempotencyLayer through real axum routers, on a multi-thread runtime with real tasks.
+//!
+//! Every test builds a router with a handler that counts its executions, sends requests
+//! with `tower::ServiceExt::oneshot`, and asserts what a client would see: status, headers,
+//! body bytes, Problem Details, and how many times the handler ran.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    extract::{DefaultBodyLimit, Request, State},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::post,
+};
+use idem_core::{
+    Idempotency, IdempotencyLayer, MemoryStore, NoStore, OnConflict, OnStoreError, Policy,
+    Principal, Scope, StoreKey,
+    fingerprint::FingerprintMode,
+    replay::StoredResponse,
+    store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
+};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// What the handlers share: how often they ran, and how long each run takes.
+#[derive(Clone, Default)]
+struct Counter {
+    runs: Arc<AtomicUsize>,
+    delay: Duration,
+}
+
+impl Counter {
+    fn slow(delay: Duration) -> Self {
+        Self {
+            delay,
+            ..Self::default()
+        }
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+}
+
+/// A payments-like handler: counts, waits, answers 201 with the run number and a cookie.
+async fn create_payment(State(counter): State<Counter>, Json(body): Json<Value>) -> Response {
+    let run = counter.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    tokio::time::sleep(counter.delay).await;
+    let mut response = (
+        StatusCode::CREATED,
+        Json(json!({ "run": run, "request": body })),
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::LOCATION,
+        HeaderValue::from_str(&format!("/payments/{run}")).unwrap(),
+    );
+    headers.insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("session=first-caller"),
+    );
+    response
+}
+
+fn app(idem: &Idempotency, policy: Policy, counter: &Counter) -> Router {
+    Router::new()
+        .route("/payments", post(create_payment))
+        .route("/orders/{id}/pay", post(create_payment))
+        .layer(IdempotencyLayer::new(idem.clone(), policy))
+        .with_state(counter.clone())
+}
+
+fn global() -> Policy {
+    Policy::new().scope(Scope::Global)
+}
+
+fn request(key: Option<&str>, body: &str) -> Request {
+    request_to("/payments", key, body)
+}
+
+fn request_to(uri: &str, key: Option<&str>, body: &str) -> Request {
+    let mut builder = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json");
+    if let Some(key) = key {
+        builder = builder.header("idempotency-key", key);
+    }
+    builder.body(Body::from(body.to_owned())).unwrap()
+}
+
+async fn send(app: &Router, request: Request) -> (StatusCode, HeaderMap, Bytes) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    (parts.status, parts.headers, body)
+}
+
+fn replayed(headers: &HeaderMap) -> bool {
+    headers
+        .get("idempotent-replayed")
+        .is_some_and(|value| value == "true")
+}
+
+/// Asserts a Problem Details answer and returns its JSON.
+fn problem(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &Bytes,
+    expected: StatusCode,
+    slug: &str,
+) -> Value {
+    assert_eq!(status, expected, "body: {}", String::from_utf8_lossy(body));
+    assert_eq!(headers[header::CONTENT_TYPE], "application/problem+json");
+    let json: Value = serde_json::from_slice(body).expect("a problem body is JSON");
+    assert_eq!(json["status"], expected.as_u16());
+    assert!(
+        json["type"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("#{slug}")),
+        "type {}",
+        json["type"]
+    );
+    assert!(json["title"].is_string());
+    assert!(json["detail"].is_string());
+    json
+}
+
+const BODY: &str = r#"{"amount":9800,"currency":"JPY"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_replays_the_first_response_and_runs_nothing() {
+    let (idem, counter) = (Idempotency::default(), Counter::default());
+    let app = app(&idem, global(), &counter);
+
+    let (status, headers, body) = send(&app, request(Some("k1"), BODY)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(!replayed(&headers));
+    assert_eq!(headers[header::SET_COOKIE], "session=first-caller");
+
+    let (again, replay_headers, replay_body) = send(&app, request(Some("k1"), BODY)).await;
+    assert_eq!(again, StatusCode::CREATED);
+    assert!(replayed(&replay_headers));
+    assert_eq!(replay_body, body, "a replay sends the same bytes");
+    assert_eq!(replay_headers[header::LOCATION], "/payments/1");
+    assert_eq!(replay_headers[header::CONTENT_TYPE], "application/json");
+    assert!(
+        !replay_headers.contains_key(header::SET_COOKIE),
+        "cookies are not replayed"
+    );
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn quoted_and_bare_keys_and_reordered_json_are_one_request() {
+    let (idem, counter) = (Idempotency::default(), Counter::default());
+    let app = app(&idem, global(), &counter);
+    let (_, _, first) = send(
+        &app,
+        request(Some("\"k2\""), r#"{"amount":1,"currency":"EUR"}"#),
+    )
+    .await;
+    let (status, headers, body) = send(
+        &app,
+        request(Some("k2"), "{ \"currency\": \"EUR\",\n \"amount\": 1 }"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(replayed(&headers));
+    assert_eq!(body, first);
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_concurrent_requests_with_one_key_run_the_handler_once() {
+    let counter = Counter::slow(Duration::from_millis(200));
+    let idem = Idempotency::default();
+    let app = app(&idem, global(), &counter);
+    let start = Arc::new(tokio::sync::Barrier::new(1000));
+    let requests: Vec<_> = (0..1000)
+        .map(|_| {
+            let (app, start) = (app.clone(), Arc::clone(&start));
+            tokio::spawn(async move {
+                start.wait().await;
+                send(&app, request(Some("race"), BODY)).await
+            })
+        })
+        .collect();
+    let (mut originals, mut replays, mut conflicts) = (Vec::new(), Vec::new(), 0);
+    for request in requests {
+        let (status, headers, body) = request.await.unwrap();
+        match status {
+            StatusCode::CREATED if replayed(&headers) => replays.push(body),
+            StatusCode::CREATED => originals.push(body),
+            StatusCode::CONFLICT => {
+                problem(
+                    status,
+                    &headers,
+                    &body,
+                    StatusCode::CONFLICT,
+                    "request-in-flight",
+                );
+                assert_eq!(headers[header::RETRY_AFTER], "1");
+                conflicts += 1;
+            }
+            other => panic!("unexpected {other}: {}", String::from_utf8_lossy(&body)),
+        }
+    }
+    assert_eq!(counter.runs(), 1);
+    assert_eq!(originals.len(), 1, "exactly one request ran the handler");
+    assert!(replays.iter().all(|body| *body == originals[0]));
+    assert_eq!(originals.len() + replays.len() + conflicts, 1000);
+    assert!(
+        conflicts > 0,
+        "with a 200 ms handler, racing duplicates find it in flight"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_duplicates_all_get_the_first_result() {
+    let counter = Counter::slow(Duration::from_millis(100));
+    let policy = global().on_conflict(OnConflict::Wait(Duration::from_secs(5)));
+    let app = app(&Idempotency::default(), policy, &counter);
+    let requests: Vec<_> = (0..50)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move { send(&app, request(Some("wait"), BODY)).await })
+        })
+        .collect();
+    let mut bodies = Vec::new();
+    for request in requests {
+        let (status, _, body) = request.await.unwrap();
+        assert_eq!(status, StatusCode::CREATED);
+        bodies.push(body);
+    }
+    assert_eq!(counter.runs(), 1);
+    assert!(bodies.iter().all(|body| *body == bodies[0]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wait_that_runs_out_answers_409() {
+    let counter = Counter::slow(Duration::from_millis(500));
+    let policy = global().on_conflict(OnConflict::Wait(Duration::from_millis(50)));
+    let app = app(&Idempotency::default(), policy, &counter);
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request(Some("slow"), BODY)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, headers, body) = send(&app, request(Some("slow"), BODY)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::CONFLICT,
+        "request-in-flight",
+    );
+    assert_eq!(first.await.unwrap().0, StatusCode::CREATED);
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_that_disconnects_still_gets_its_result_on_retry() {
+    let counter = Counter::slow(Duration::from_millis(300));
+    let idem = Idempotency::default();
+    let app = app(&idem, global(), &counter);
+
+    // The client gives up after 50 ms: its request future is dropped mid-handler, as hyper
+    // drops it when the connection closes.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        send(&app, request(Some("gone"), BODY)),
+    )
+    .await;
+    assert!(gave_up.is_err());
+    assert_eq!(
+        idem.running(),
+        1,
+        "the handler carries on without its client"
+    );
+
+    // A retry while it runs learns that; a retry after it finished gets its result.
+    let (status, headers, body) = send(&app, request(Some("gone"), BODY)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::CONFLICT,
+        "request-in-flight",
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (status, headers, body) = send(&app, request(Some("gone"), BODY)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(replayed(&headers));
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["run"], 1);
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shutdown_waits_for_handlers_whose_clients_left() {
+    let counter = Counter::slow(Duration::from_millis(200));
+    let idem = Idempotency::default();
+    let app = app(&idem, global(), &counter);
+    let _ = tokio::time::timeout(
+        Duration::from_millis(20),
+        send(&app, request(Some("drain"), BODY)),
+    )
+    .await;
+    assert_eq!(counter.runs(), 1);
+    idem.shutdown().await;
+    assert_eq!(idem.running(), 0);
+    // The result was stored before shutdown returned.
+    let (status, headers, _) = send(&app, request(Some("drain"), BODY)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(replayed(&headers));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_panic_answers_500_and_frees_the_key() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let runs = Arc::clone(&runs);
+        move || async move {
+            if runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("the payment provider returned garbage");
+            }
+            (StatusCode::CREATED, "charged")
+        }
+    };
+    let app = Router::new()
+        .route("/payments", post(handler))
+        .layer(IdempotencyLayer::new(Idempotency::default(), global()));
+    let (status, headers, body) = send(&app, request(Some("boom"), BODY)).await;
+    let json = problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "handler-failed",
+    );
+    assert!(json["detail"].as_str().unwrap().contains("released"));
+    let (status, headers, body) = send(&app, request(Some("boom"), BODY)).await;
+    assert_eq!((status, &body[..]), (StatusCode::CREATED, &b"charged"[..]));
+    assert!(!replayed(&headers));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// A handler that fails with 503 on its first run, then succeeds.
+fn flaky_router(policy: Policy, runs: &Arc<AtomicUsize>) -> Router {
+    let runs = Arc::clone(runs);
+    let handler = move || async move {
+        match runs.fetch_add(1, Ordering::SeqCst) {
+            0 => (StatusCode::SERVICE_UNAVAILABLE, "provider down"),
+            _ => (StatusCode::CREATED, "charged"),
+        }
+    };
+    Router::new()
+        .route("/payments", post(handler))
+        .layer(IdempotencyLayer::new(Idempotency::default(), policy))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn server_errors_release_the_key_by_default() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let app = flaky_router(global(), &runs);
+    assert_eq!(
+        send(&app, request(Some("5xx"), BODY)).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let (status, headers, body) = send(&app, request(Some("5xx"), BODY)).await;
+    assert_eq!((status, &body[..]), (StatusCode::CREATED, &b"charged"[..]));
+    assert!(!replayed(&headers));
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn server_errors_are_replayed_when_the_policy_stores_them() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let app = flaky_router(global().store_server_errors(true), &runs);
+    assert_eq!(
+        send(&app, request(Some("5xx"), BODY)).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let (status, headers, body) = send(&app, request(Some("5xx"), BODY)).await;
+    assert_eq!(
+        (status, &body[..]),
+        (StatusCode::SERVICE_UNAVAILABLE, &b"provider down"[..])
+    );
+    assert!(replayed(&headers));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handler_can_opt_a_response_out_of_storage() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let runs = Arc::clone(&runs);
+        move || async move {
+            match runs.fetch_add(1, Ordering::SeqCst) {
+                0 => (StatusCode::TOO_MANY_REQUESTS, NoStore, "come back later").into_response(),
+                _ => (StatusCode::CREATED, "charged").into_response(),
+            }
+        }
+    };
+    let app = Router::new()
+        .route("/payments", post(handler))
+        .layer(IdempotencyLayer::new(Idempotency::default(), global()));
+    assert_eq!(
+        send(&app, request(Some("opt"), BODY)).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        send(&app, request(Some("opt"), BODY)).await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn client_errors_are_stored_like_any_result() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let runs = Arc::clone(&runs);
+        move || async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            (StatusCode::PAYMENT_REQUIRED, "card declined")
+        }
+    };
+    let app = Router::new()
+        .route("/payments", post(handler))
+        .layer(IdempotencyLayer::new(Idempotency::default(), global()));
+    send(&app, request(Some("402"), BODY)).await;
+    let (status, headers, body) = send(&app, request(Some("402"), BODY)).await;
+    assert_eq!(
+        (status, &body[..]),
+        (StatusCode::PAYMENT_REQUIRED, &b"card declined"[..])
+    );
+    assert!(replayed(&headers));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_key_with_another_body_or_target_is_422() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::default(), global(), &counter);
+    send(&app, request(Some("reuse"), BODY)).await;
+    let (status, headers, body) = send(
+        &app,
+        request(Some("reuse"), r#"{"amount":1,"currency":"JPY"}"#),
+    )
+    .await;
+    let json = problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "key-reused",
+    );
+    assert_eq!(json["title"], "Idempotency-Key is already used");
+
+    send(&app, request_to("/orders/1/pay", Some("order-key"), BODY)).await;
+    let (status, headers, body) =
+        send(&app, request_to("/orders/2/pay", Some("order-key"), BODY)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "key-reused",
+    );
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn raw_fingerprints_tell_reordered_json_apart() {
+    let counter = Counter::default();
+    let app = app(
+        &Idempotency::default(),
+        global().fingerprint(FingerprintMode::Raw),
+        &counter,
+    );
+    send(
+        &app,
+        request(Some("raw"), r#"{"amount":1,"currency":"EUR"}"#),
+    )
+    .await;
+    let (status, headers, body) = send(
+        &app,
+        request(Some("raw"), r#"{"currency":"EUR","amount":1}"#),
+    )
+    .await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "key-reused",
+    );
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn keys_are_checked_before_anything_runs() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::default(), global(), &counter);
+
+    let (status, headers, body) = send(&app, request(None, BODY)).await;
+    let json = problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::BAD_REQUEST,
+        "key-missing",
+    );
+    assert_eq!(json["title"], "Idempotency-Key is missing");
+
+    for bad in ["\"unterminated", "a b", "a,b", "\"\""] {
+        let (status, headers, body) = send(&app, request(Some(bad), BODY)).await;
+        problem(
+            status,
+            &headers,
+            &body,
+            StatusCode::BAD_REQUEST,
+            "key-malformed",
+        );
+    }
+    let too_long = "k".repeat(256);
+    let (status, headers, body) = send(&app, request(Some(&too_long), BODY)).await;
+    let json = problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::BAD_REQUEST,
+        "key-malformed",
+    );
+    assert!(json["detail"].as_str().unwrap().contains("256"));
+
+    let mut twice = request(Some("one"), BODY);
+    twice
+        .headers_mut()
+        .append("idempotency-key", HeaderValue::from_static("two"));
+    let (status, headers, body) = send(&app, twice).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::BAD_REQUEST,
+        "key-malformed",
+    );
+    assert_eq!(counter.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn strict_syntax_refuses_bare_keys() {
+    let counter = Counter::default();
+    let policy = global().key_syntax(idem_core::KeySyntax::Strict);
+    let app = app(&Idempotency::default(), policy, &counter);
+    let (status, headers, body) = send(&app, request(Some("bare"), BODY)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::BAD_REQUEST,
+        "key-malformed",
+    );
+    assert_eq!(
+        send(&app, request(Some("\"quoted\""), BODY)).await.0,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_optional_key_lets_unkeyed_requests_run_every_time() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::default(), global().required(false), &counter);
+    for _ in 0..3 {
+        let (status, headers, _) = send(&app, request(None, BODY)).await;
+        assert_eq!(status, StatusCode::CREATED);
+        assert!(!replayed(&headers));
+    }
+    send(&app, request(Some("k"), BODY)).await;
+    assert!(replayed(&send(&app, request(Some("k"), BODY)).await.1));
+    assert_eq!(counter.runs(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn safe_methods_pass_through_untouched() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let runs = Arc::clone(&runs);
+        move || async move { runs.fetch_add(1, Ordering::SeqCst).to_string() }
+    };
+    let app = Router::new()
+        .route("/payments", axum::routing::get(handler))
+        .layer(
+            IdempotencyLayer::new(Idempotency::default(), global())
+                .methods([Method::POST, Method::GET]),
+        );
+    for expected in ["0", "1"] {
+        let get = Request::get("/payments")
+            .header("idempotency-key", "k")
+            .body(Body::empty())
+            .unwrap();
+        let (status, headers, body) = send(&app, get).await;
+        assert_eq!((status, &body[..]), (StatusCode::OK, expected.as_bytes()));
+        assert!(!replayed(&headers));
+    }
+}
+
+async fn authenticate(mut request: Request, next: Next) -> Response {
+    if let Some(user) = request
+        .headers()
+        .get("x-user")
+        .and_then(|v| v.to_str().ok())
+    {
+        let principal = Principal::new(user);
+        request.extensions_mut().insert(principal);
+    }
+    next.run(request).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn user_scoped_keys_are_per_user_and_need_a_user() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::default(), Policy::new(), &counter)
+        .layer(middleware::from_fn(authenticate));
+    let as_user = |user: Option<&str>| {
+        let mut request = request(Some("shared-key"), BODY);
+        if let Some(user) = user {
+            request
+                .headers_mut()
+                .insert("x-user", HeaderValue::from_str(user).unwrap());
+        }
+        request
+    };
+    let (_, _, alice) = send(&app, as_user(Some("alice"))).await;
+    let (status, headers, bob) = send(&app, as_user(Some("bob"))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(!replayed(&headers), "bob never sees alice's result");
+    assert_ne!(alice, bob);
+    assert!(replayed(&send(&app, as_user(Some("alice"))).await.1));
+
+    let (status, headers, body) = send(&app, as_user(None)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::UNAUTHORIZED,
+        "principal-missing",
+    );
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn request_bodies_over_the_limit_are_413() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::default(), global(), &counter).layer(DefaultBodyLimit::max(64));
+    let big = format!(r#"{{"amount":1,"note":"{}"}}"#, "x".repeat(100));
+    let (status, headers, body) = send(&app, request(Some("big"), &big)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body-too-large",
+    );
+    assert_eq!(counter.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn responses_over_the_stored_cap_reach_the_first_caller_and_are_not_rerun() {
+    let counter = Counter::default();
+    let app = app(
+        &Idempotency::default(),
+        global().max_stored_body(16),
+        &counter,
+    );
+    let (status, _, body) = send(&app, request(Some("huge"), BODY)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(body.len() > 16);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["run"],
+        1,
+        "the first caller gets it whole"
+    );
+    let (status, headers, body) = send(&app, request(Some("huge"), BODY)).await;
+    let json = problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::GONE,
+        "response-not-replayable",
+    );
+    assert_eq!(json["originalStatus"], 201);
+    assert!(replayed(&headers));
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn records_expire_after_their_ttl() {
+    let counter = Counter::default();
+    let policy = global().ttl(Duration::from_secs(3600));
+    let app = app(&Idempotency::default(), policy, &counter);
+    send(&app, request(Some("ttl"), BODY)).await;
+    tokio::time::advance(Duration::from_secs(3599)).await;
+    assert!(replayed(&send(&app, request(Some("ttl"), BODY)).await.1));
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let (status, headers, body) = send(&app, request(Some("ttl"), BODY)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(
+        !replayed(&headers),
+        "after the TTL the key is a new request"
+    );
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["run"], 2);
+}
+
+/// A memory store that stands in for a stalled process: it stops renewing leases when told to.
+#[derive(Debug, Clone)]
+struct StalledRenewals {
+    store: MemoryStore,
+    stalled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl Store for StalledRenewals {
+    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        self.store.claim(claim).await
+    }
+    async fn complete(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.store.complete(key, token, response, ttl).await
+    }
+    async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
+        self.store.release(key, token).await
+    }
+    async fn renew(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        if self.stalled.load(Ordering::SeqCst) {
+            return Ok(()); // the renewal never reaches the store
+        }
+        self.store.renew(key, token, lease).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lapsed_lease_lets_a_retry_in_and_fences_the_old_holder() {
+    let store = StalledRenewals {
+        store: MemoryStore::default(),
+        stalled: Arc::default(),
+    };
+    store.stalled.store(true, Ordering::SeqCst);
+    let idem = Idempotency::new(store.clone());
+    let counter = Counter::slow(Duration::from_millis(400));
+    let policy = global().lease(Duration::from_millis(100));
+    let app = app(&idem, policy, &counter);
+
+    // The first run stalls past its lease; a retry then takes the key over and finishes
+    // first. The old holder's late completion is fenced: the key keeps the retry's result.
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request(Some("lapse"), BODY)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let counter_fast = counter.clone();
+    let second = send(&app, request(Some("lapse"), BODY)).await;
+    let first = first.await.unwrap();
+    assert_eq!(counter_fast.runs(), 2, "the lapsed lease let the retry run");
+    assert_eq!(first.0, StatusCode::CREATED);
+    assert_eq!(second.0, StatusCode::CREATED);
+    let (_, headers, body) = send(&app, request(Some("lapse"), BODY)).await;
+    assert!(replayed(&headers));
+    assert_eq!(
+        body, second.2,
+        "the record is the retry's, not the fenced holder's"
+    );
+    assert_ne!(body, first.2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_live_lease_is_renewed_while_the_handler_runs() {
+    let counter = Counter::slow(Duration::from_millis(400));
+    let policy = global().lease(Duration::from_millis(100));
+    let app = app(&Idempotency::default(), policy, &counter);
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request(Some("renew"), BODY)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let (status, headers, body) = send(&app, request(Some("renew"), BODY)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::CONFLICT,
+        "request-in-flight",
+    );
+    first.await.unwrap();
+    assert_eq!(counter.runs(), 1);
+}
+
+/// A store that is down: every call fails the way a refused connection does.
+#[derive(Debug)]
+struct Unreachable;
+
+#[async_trait]
+impl Store for Unreachable {
+    async fn claim(&self, _: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        Err(StoreError::backend(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )))
+    }
+    async fn complete(
+        &self,
+        _: &StoreKey,
+        _: LeaseToken,
+        _: &StoredResponse,
+        _: Duration,
+    ) -> Result<(), StoreError> {
+        Err(StoreError::backend(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )))
+    }
+    async fn release(&self, _: &StoreKey, _: LeaseToken) -> Result<(), StoreError> {
+        Err(StoreError::backend(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )))
+    }
+    async fn renew(&self, _: &StoreKey, _: LeaseToken, _: Duration) -> Result<(), StoreError> {
+        Err(StoreError::backend(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )))
+    }
+}
+
+/// A store that never answers.
+#[derive(Debug)]
+struct Hanging;
+
+#[async_trait]
+impl Store for Hanging {
+    async fn claim(&self, _: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        std::future::pending().await
+    }
+    async fn complete(
+        &self,
+        _: &StoreKey,
+        _: LeaseToken,
+        _: &StoredResponse,
+        _: Duration,
+    ) -> Result<(), StoreError> {
+        std::future::pending().await
+    }
+    async fn release(&self, _: &StoreKey, _: LeaseToken) -> Result<(), StoreError> {
+        std::future::pending().await
+    }
+    async fn renew(&self, _: &StoreKey, _: LeaseToken, _: Duration) -> Result<(), StoreError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_that_is_down_fails_closed_with_503() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::new(Unreachable), global(), &counter);
+    let (status, headers, body) = send(&app, request(Some("down"), BODY)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store-unavailable",
+    );
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+    assert_eq!(counter.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_that_hangs_times_out_into_503() {
+    let counter = Counter::default();
+    let idem = Idempotency::builder(Hanging)
+        .store_timeout(Duration::from_millis(100))
+        .build();
+    let app = app(&idem, global(), &counter);
+    let answered = tokio::time::timeout(
+        Duration::from_secs(2),
+        send(&app, request(Some("hang"), BODY)),
+    )
+    .await;
+    let (status, headers, body) = answered.expect("a hanging store must not hang the request");
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store-unavailable",
+    );
+    assert_eq!(counter.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_that_is_down_runs_the_handler_when_the_policy_says_so() {
+    let counter = Counter::default();
+    let app = app(
+        &Idempotency::new(Unreachable),
+        global().on_store_error(OnStoreError::Run),
+        &counter,
+    );
+    for _ in 0..2 {
+        let (status, headers, _) = send(&app, request(Some("run-anyway"), BODY)).await;
+        assert_eq!(status, StatusCode::CREATED);
+        assert!(!replayed(&headers));
+    }
+    assert_eq!(counter.runs(), 2, "without a store nothing can be replayed");
+}
+
+#[test]
+#[should_panic(expected = "`ttl` (30s) is shorter than `lease` (60s)")]
+fn an_impossible_policy_is_refused_when_the_layer_is_built() {
+    let policy = Policy::new().ttl(Duration::from_secs(30));
+    let _ = IdempotencyLayer::new(Idempotency::default(), policy);
+}
