@@ -10,7 +10,7 @@
 //! ```
 //!
 //! [`RedisStore::connect`] opens a [`ConnectionManager`], which reconnects in the
-//! background. Any other connection of the [`redis`](::redis) crate works too, through
+//! background. Any other connection of the [`redis`] crate works too, through
 //! [`RedisStore::builder`]: a [`MultiplexedConnection`](::redis::aio::MultiplexedConnection),
 //! or a [`ClusterConnection`](::redis::cluster_async::ClusterConnection) for Redis Cluster.
 //!
