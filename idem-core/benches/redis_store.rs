@@ -5,6 +5,7 @@
 //! - `replay`: a retry (claim a completed key and get its response): one round trip.
 //! - `concurrent_claim_complete`: 64 first requests at once on one connection, which the
 //!   redis crate multiplexes; reported per request.
+//! - `redis/ping`: one `PING` on the same connection, the cost of a bare round trip.
 //!
 //! ```text
 //! IDEM_TEST_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p idem-core --features redis --bench redis_store
@@ -163,6 +164,19 @@ fn main() {
                     .expect("cannot connect to IDEM_TEST_REDIS_URL")
             });
             let connection = store.connection().clone();
+            group.throughput(Throughput::Elements(1));
+            group.bench_function("redis/ping", |b| {
+                b.to_async(&runtime).iter(|| {
+                    let mut connection = connection.clone();
+                    async move {
+                        let pong: String = redis::cmd("PING")
+                            .query_async(&mut connection)
+                            .await
+                            .unwrap();
+                        black_box(pong)
+                    }
+                });
+            });
             bench_store(&mut group, &runtime, "redis", Arc::new(store));
             runtime.block_on(remove_records(connection, &prefix));
         }
