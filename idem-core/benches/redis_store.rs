@@ -135,8 +135,9 @@ fn bench_store(
 
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // One thread for the benchmark and the connection's driver: no cross-thread wake-ups,
+    // which on a busy machine cost more than the round trip itself.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
