@@ -58,6 +58,11 @@ impl<Args> Idempotent<Args> {
     pub const fn new(policy: Policy, call: fn(Args) -> HandlerFuture) -> Self {
         Self { policy, call }
     }
+
+    /// The handler's policy, for tests of what the attribute expands to.
+    pub const fn policy(&self) -> Policy {
+        self.policy
+    }
 }
 
 impl<Args> Clone for Idempotent<Args> {
@@ -127,8 +132,8 @@ impl<Args: Send + 'static> Idempotent<Args> {
         let route = route_of(&parts).to_owned();
         // Extractors run before the key is claimed: a rejection (bad JSON, failed
         // validation) stores nothing, and the client may fix the body and retry the key.
-        // The principal is resolved once every extractor but the body extractor has run, so
-        // an authentication extractor may set it.
+        // The principal is resolved once every parts extractor has run, before the body
+        // extractor: an authentication extractor in any position may set it.
         let resolve = |parts: &Parts| flow::store_key(&idem, &self.policy, parts, &key);
         let (args, store_key) = match Args::extract(parts, Body::from(body), &state, resolve).await
         {
@@ -164,10 +169,12 @@ fn not_installed(request: &Request) -> Response {
 }
 
 /// A handler's argument tuple, extracted the way axum extracts a handler's arguments: every
-/// argument but the last from the request parts, the last from the whole request.
+/// argument but the last from the request parts, the last from the parts or, if it takes the
+/// body, from the whole request.
 pub trait FromRequestArgs<S, M>: Sized + Send + 'static {
-    /// Extracts the arguments, calling `between` on the parts after every argument but the
-    /// last has been extracted. A rejection or an error of `between` is the response.
+    /// Extracts the arguments, calling `between` on the parts once every extractor that reads
+    /// only the parts has run (so one of them may have set the principal), and before an
+    /// extractor that takes the body. A rejection or an error of `between` is the response.
     fn extract<T: Send>(
         parts: Parts,
         body: Body,
@@ -187,6 +194,67 @@ impl<S: Send + Sync> FromRequestArgs<S, ()> for () {
     }
 }
 
+/// Marks a last argument that reads only the request parts.
+#[derive(Debug)]
+pub enum ViaParts {}
+
+/// Marks a last argument that takes the whole request, body and all.
+#[derive(Debug)]
+pub enum ViaRequest {}
+
+/// How the last argument is extracted. axum's own marker types are private, so this trait
+/// tells the two kinds apart the way axum does: a type is either `FromRequestParts` or
+/// `FromRequest` (with a body), and inference picks the one impl that applies. A parts
+/// extractor in last place then runs before `between`, like the others, so an
+/// authentication extractor may come last.
+pub trait FromLastArg<S, M>: Sized + Send + 'static {
+    /// Extracts the argument, calling `between` on the parts before it takes the body.
+    fn extract_last<T: Send>(
+        parts: Parts,
+        body: Body,
+        state: &S,
+        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
+    ) -> impl Future<Output = Result<(Self, T), Response>> + Send;
+}
+
+impl<S, E> FromLastArg<S, ViaParts> for E
+where
+    S: Send + Sync,
+    E: FromRequestParts<S> + Send + 'static,
+{
+    async fn extract_last<T: Send>(
+        mut parts: Parts,
+        _body: Body,
+        state: &S,
+        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
+    ) -> Result<(Self, T), Response> {
+        let last = E::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok((last, between(&parts)?))
+    }
+}
+
+impl<S, E> FromLastArg<S, ViaRequest> for E
+where
+    S: Send + Sync,
+    E: FromRequest<S> + Send + 'static,
+{
+    async fn extract_last<T: Send>(
+        parts: Parts,
+        body: Body,
+        state: &S,
+        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
+    ) -> Result<(Self, T), Response> {
+        let between = between(&parts)?;
+        let request = Request::from_parts(parts, body);
+        let last = E::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok((last, between))
+    }
+}
+
 macro_rules! impl_from_request_args {
     ($($head:ident),* ; $last:ident) => {
         #[allow(non_snake_case, unused_mut)]
@@ -194,7 +262,7 @@ macro_rules! impl_from_request_args {
         where
             S: Send + Sync,
             $($head: FromRequestParts<S> + Send + 'static,)*
-            $last: FromRequest<S, M> + Send + 'static,
+            $last: FromLastArg<S, M>,
         {
             async fn extract<T: Send>(
                 mut parts: Parts,
@@ -207,11 +275,7 @@ macro_rules! impl_from_request_args {
                         .await
                         .map_err(IntoResponse::into_response)?;
                 )*
-                let between = between(&parts)?;
-                let request = Request::from_parts(parts, body);
-                let $last = $last::from_request(request, state)
-                    .await
-                    .map_err(IntoResponse::into_response)?;
+                let ($last, between) = $last::extract_last(parts, body, state, between).await?;
                 Ok((($($head,)* $last,), between))
             }
         }

@@ -16,6 +16,10 @@ mod runtime;
 pub mod scope;
 pub mod store;
 
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use idem_macros::idempotent;
+
 pub use crate::{
     context::{IdempotencyContext, TransactionGuard},
     key::{IdempotencyKey, KeySyntax},

@@ -330,6 +330,51 @@ fn text_form() {
     );
 }
 
+#[test]
+fn earlier_requests_do_not_leak_into_later_ones() {
+    // Fingerprints reuse buffers per thread: whatever came before, a body must hash as it would
+    // on a fresh thread.
+    let body = r#"{"b":[1,{"d":2,"c":3}],"a":"x"}"#;
+    let fresh = std::thread::spawn(move || json(body)).join().unwrap();
+    assert_eq!(json(body), fresh);
+
+    let large = format!(
+        "[{}]",
+        vec![r#"{"z":"a long enough string","y":12.5,"x":[1,2,3]}"#; 40_000].join(",")
+    );
+    assert!(large.len() > 1 << 20, "larger than the buffers kept");
+    let nested = format!("{}1{}", "{\"b\":0,\"a\":".repeat(1000), "}".repeat(1000));
+    let invalid_late = format!("{}!", &large[..large.len() - 1]);
+    for before in [
+        large.as_str(),
+        nested.as_str(),
+        invalid_late.as_str(),
+        r#"{"a":1,"a":2,"$serde_json::private::Number":"1"}"#,
+        r#"{"$serde_json::private::Number":"1"}"#,
+        "[\"\\ud800\"]",
+    ] {
+        let _ = json(before);
+        let _ = post(None, before, FingerprintMode::Raw);
+        assert_eq!(json(body), fresh);
+    }
+    assert_eq!(
+        json(&large).digest(),
+        &documented_digest(1, "POST", "/orders", &canonical_bytes(&large))
+    );
+    assert_eq!(
+        json(&invalid_late),
+        post(None, &invalid_late, FingerprintMode::Raw)
+    );
+}
+
+/// The canonical form of a JSON text, through a `Value`.
+fn canonical_bytes(json: &str) -> Vec<u8> {
+    let value: Value = serde_json::from_str(json).unwrap();
+    let mut out = Vec::new();
+    idem_core::fingerprint::canonicalize_json(&value, &mut out);
+    out
+}
+
 /// Writes `value` as JSON with members in an order chosen by `seed`, whitespace between every
 /// token, every string character as a `\u` escape and numbers respelled: the same document in
 /// as different bytes as JSON allows.
@@ -486,6 +531,23 @@ proptest! {
         prop_assert_ne!(fingerprint(&methods[0], &route), fingerprint(&methods[1], &route));
         if route != other_route {
             prop_assert_ne!(fingerprint(&methods[0], &route), fingerprint(&methods[0], &other_route));
+        }
+    }
+
+    /// The documented layout over the canonical form that `canonicalize_json` gives: the
+    /// fingerprint's own canonicalizer writes the same bytes.
+    #[test]
+    fn json_fingerprints_hash_the_canonical_form(
+        value in common::json_value(),
+        seed in any::<u64>(),
+    ) {
+        let mut canonical = Vec::new();
+        idem_core::fingerprint::canonicalize_json(&value, &mut canonical);
+        let expected = documented_digest(1, "POST", "/orders", &canonical);
+        let mut respelled = String::new();
+        write_respelled(&value, seed, &mut respelled);
+        for body in [serde_json::to_vec(&value).unwrap(), respelled.into_bytes()] {
+            prop_assert_eq!(*json(&body).digest(), expected);
         }
     }
 

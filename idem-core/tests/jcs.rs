@@ -3,7 +3,7 @@
 
 mod common;
 
-use idem_core::fingerprint::canonicalize_json;
+use idem_core::fingerprint::{canonicalize_json, canonicalize_json_bytes};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -341,5 +341,243 @@ proptest! {
             let parsed: f64 = serde_json::from_str(&text).unwrap();
             prop_assert_eq!(parsed.to_bits(), text.parse::<f64>().unwrap().to_bits(), "{}", text);
         }
+    }
+}
+
+// The streaming canonicalizer, `canonicalize_json_bytes`, against the `Value` route it replaces in
+// fingerprints: the same bytes for every document, and the same documents rejected.
+
+/// `canonicalize_json_bytes`, after a prefix that must survive.
+fn streamed(json: &[u8]) -> Result<String, serde_json::Error> {
+    let mut out = b"prefix".to_vec();
+    let result = canonicalize_json_bytes(json, &mut out);
+    let text = String::from_utf8(out).expect("canonical JSON is UTF-8");
+    let canonical = text
+        .strip_prefix("prefix")
+        .expect("the prefix is kept")
+        .to_owned();
+    match result {
+        Ok(()) => Ok(canonical),
+        Err(error) => {
+            assert_eq!(canonical, "", "output left after an error");
+            Err(error)
+        }
+    }
+}
+
+/// The `Value` route.
+fn via_value(json: &[u8]) -> Result<String, serde_json::Error> {
+    Ok(canonical(&serde_json::from_slice(json)?))
+}
+
+#[track_caller]
+fn assert_streams_as_value_does(json: impl AsRef<[u8]>) {
+    let json = json.as_ref();
+    let shown = String::from_utf8_lossy(json);
+    match (streamed(json), via_value(json)) {
+        (Ok(streamed), Ok(expected)) => assert_eq!(streamed, expected, "{shown}"),
+        (Err(_), Err(_)) => {}
+        (streamed, expected) => {
+            panic!("{shown}: streamed {streamed:?}, through a Value {expected:?}")
+        }
+    }
+}
+
+#[test]
+fn streaming_matches_the_value_route() {
+    for json in [
+        // RFC 8785 §3.2.2 and the reference implementation's names.
+        r#"{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],
+            "string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}"#,
+        r#"{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh",
+            "1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"ö"}"#,
+        r#"{"1":{"f":{"f":"hi","F":5},"\n":56.0},"10":{},"":"empty","a":{},"111":[{"e":"yes","E":"no"}],"A":{}}"#,
+        // Names whose canonical form is escaped, or is not but was in the input.
+        r#"{"\"":1,"\\":2,"\u0000":3,"\u001f":4,"a":5,"\b":6,"\/":7}"#,
+        r#"{"\u0062":1,"\u0061":2,"c\u0301":3}"#,
+        // Repeated names keep their last value, however they are spelled and nested.
+        r#"{"a":1,"a":2}"#,
+        r#"{"b":1,"a":2,"b":3,"a":4,"b":5}"#,
+        r#"{"a":1,"\u0061":2}"#,
+        r#"{"\n":1,"\u000a":2,"\n":3,"m":0}"#,
+        r#"{"a":{"x":1,"x":2},"a":{"y":[{"z":1,"z":0}],"w":{}}}"#,
+        r#"{"z":0,"z":{"b":1,"a":2}}"#,
+        // Names that agree on their first eight bytes, or differ only in U+0000.
+        r#"{"customer_name":1,"customer_id":2,"customer":3,"customer\u0000":4,"customerX":5}"#,
+        r#"{"a\u0000":1,"a":2,"a\u0000\u0000":3,"":4,"\u0000":5}"#,
+        // UTF-16 order across the first eight bytes and beyond them.
+        "{\"\u{E000}\":1,\"\u{1F600}\":2,\"\u{FFFF}\":3,\"\u{D7FF}\":4,\"abcdefgh\u{E000}\":5,\"abcdefgh\u{1F600}\":6}",
+        // Out of order at every level.
+        r#"{"z":{"y":{"x":{"w":1,"v":2},"u":[{"t":1,"s":2},{"r":[3,{"q":4,"p":5}]}]}},"a":[]}"#,
+        // Scalars and empty containers.
+        "1.0",
+        "-0",
+        "\"x\"",
+        "null",
+        " [ ] ",
+        "{ }",
+        "[{},[],{\"a\":[]}]",
+        "[1e21,1e-7,0.000001,1.5,-2.75,12345678901234567890,18446744073709551616,-9223372036854775809]",
+        // serde_json's private names.
+        r#"{"$serde_json::private::Number":"1.5"}"#,
+        r#"{"$serde_json::private::RawValue":"[1,2]"}"#,
+        r#"{"a":{"$serde_json::private::Number":"x","b":1}}"#,
+        r#"{"z":1,"$serde_json::private::Number":"1"}"#,
+        r#"[{"$serde_json::private::RawValue":1}]"#,
+    ] {
+        assert_streams_as_value_does(json);
+    }
+}
+
+#[test]
+fn streaming_rejects_what_serde_json_rejects() {
+    for json in [
+        &b""[..],
+        b"   ",
+        b"{\"a\":",
+        b"{'a': 1}",
+        b"{\"a\":1} trailing",
+        b"[1] [2]",
+        b"\xEF\xBB\xBF{\"a\":1}",
+        b"[\"\\ud800\"]",
+        b"{\"\\udc00\":1}",
+        b"1e400",
+        b"[-1e400]",
+        b"\xFF",
+        b"[\"\xFF\"]",
+        b"{\"\xC0\xAF\":1}",
+        b"[1,]",
+        b"{\"a\":1,}",
+        b"{\"a\" 1}",
+        b"{1:1}",
+        b"\"\\u00\"",
+        b"\"a\tb\"",
+        b"{\"a\nb\":1}",
+        b"NaN",
+        b"01",
+    ] {
+        assert!(
+            streamed(json).is_err(),
+            "{:?} is accepted",
+            String::from_utf8_lossy(json)
+        );
+        assert_streams_as_value_does(json);
+    }
+}
+
+#[test]
+fn streaming_keeps_serde_json_nesting_limit() {
+    let arrays = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let objects =
+        |depth: usize| format!("{}1{}", "{\"b\":0,\"a\":".repeat(depth), "}".repeat(depth));
+    let mixed = |depth: usize| {
+        let open: String = (0..depth)
+            .map(|level| {
+                if level % 2 == 0 {
+                    "["
+                } else {
+                    "{\"z\":1,\"k\":"
+                }
+            })
+            .collect();
+        let close: String = (0..depth)
+            .rev()
+            .map(|level| if level % 2 == 0 { "]" } else { "}" })
+            .collect();
+        format!("{open}{close}")
+    };
+    for depth in [1, 2, 100, 126, 127, 128, 129, 130, 1000] {
+        for json in [arrays(depth), objects(depth), mixed(depth)] {
+            assert_streams_as_value_does(&json);
+        }
+    }
+    // Where the limit falls: serde_json reads 127 levels, not 128.
+    assert!(streamed(arrays(127).as_bytes()).is_ok());
+    assert!(streamed(arrays(128).as_bytes()).is_err());
+}
+
+/// JSON text that may repeat member names, each name spelled plainly or with `\u` escapes.
+fn json_text_with_repeats() -> impl Strategy<Value = String> {
+    let name = prop::sample::select(vec![
+        "a",
+        "b",
+        "é",
+        "\u{1F600}",
+        "\u{E000}",
+        "a\u{0}",
+        "\"",
+        "\n",
+        "customer",
+        "customer_id",
+    ]);
+    let spelled_name = (name, any::<bool>()).prop_map(|(name, escaped)| {
+        if escaped {
+            let units: String = name
+                .encode_utf16()
+                .map(|unit| format!("\\u{unit:04x}"))
+                .collect();
+            format!("\"{units}\"")
+        } else {
+            serde_json::to_string(name).unwrap()
+        }
+    });
+    let leaf = prop_oneof![
+        Just("null".to_owned()),
+        any::<i32>().prop_map(|n| n.to_string()),
+        (-1e6..1e6_f64).prop_map(|n| format!("{n}")),
+        common::json_value().prop_map(|value| value.to_string()),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6)
+                .prop_map(|items| format!("[{}]", items.join(","))),
+            prop::collection::vec((spelled_name.clone(), inner), 0..6).prop_map(|members| {
+                let members: Vec<String> = members
+                    .into_iter()
+                    .map(|(name, value)| format!("{name}:{value}"))
+                    .collect();
+                format!("{{{}}}", members.join(" , "))
+            }),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn streaming_matches_value_and_serde_json_canonicalizer(value in common::json_value()) {
+        let expected = serde_json_canonicalizer::to_string(&value).unwrap();
+        prop_assert_eq!(canonical(&value), expected.clone());
+        for json in [serde_json::to_vec(&value).unwrap(), serde_json::to_vec_pretty(&value).unwrap()] {
+            prop_assert_eq!(streamed(&json).unwrap(), expected.clone());
+        }
+    }
+
+    #[test]
+    fn streaming_matches_value_with_repeated_names(json in json_text_with_repeats()) {
+        let streamed = streamed(json.as_bytes()).unwrap();
+        prop_assert_eq!(&streamed, &via_value(json.as_bytes()).unwrap(), "{}", json);
+        // And the result is canonical: its own canonical form.
+        prop_assert_eq!(&canonical_text(&streamed), &streamed);
+    }
+
+    /// Strings put between quotes as they are, raw control characters, quotes and backslashes
+    /// included: the streaming route writes a string without escapes in the input as it is.
+    #[test]
+    fn streaming_matches_value_on_raw_strings(chars in prop::collection::vec(
+        prop_oneof![any::<char>(), prop::char::range('\u{0}', '\u{22}'), Just('\\')],
+        0..8,
+    )) {
+        let text = String::from_iter(chars);
+        assert_streams_as_value_does(format!("[\"{text}\",{{\"{text}\":1}}]"));
+    }
+
+    #[test]
+    fn streaming_matches_value_on_any_bytes(json in prop::collection::vec(
+        prop::sample::select(b"{}[],:\"\\ 0123456789.eE+-aeflnrstu\t\n\x00\x1f\x7f".to_vec()),
+        0..24,
+    )) {
+        assert_streams_as_value_does(&json);
     }
 }

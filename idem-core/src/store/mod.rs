@@ -26,7 +26,7 @@
 //! # What a store must guarantee
 //!
 //! Users write their own stores; the runtime's promise (a handler runs once per key) holds
-//! only if every store keeps these rules. The [conformance suite](crate::store::conformance)
+//! only if every store keeps these rules. The conformance suite, `idem_core::store::conformance`
 //! (feature `conformance`) checks them.
 //!
 //! 1. **Atomic claim.** Of any number of concurrent claims of one key, from any number of
@@ -57,6 +57,9 @@
 //! the server's), so leases and TTLs are consistent across every process that shares it.
 
 pub mod memory;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -71,6 +74,9 @@ use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 use async_trait::async_trait;
 
 pub use self::memory::MemoryStore;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use self::postgres::PostgresStore;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::RedisStore;

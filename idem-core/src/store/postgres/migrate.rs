@@ -1,0 +1,116 @@
+//! The records table: its DDL, and the function that creates it.
+//!
+//! The SQL is in `idem-core/migrations/postgres/001_idempotency_records.sql`, written for the
+//! default table name; [`migration_sql`] renders the same text for any table name, and
+//! [`migrate`] runs it. A test keeps the file and the function identical.
+
+use sqlx::{AssertSqlSafe, PgPool};
+
+use super::{error, table::TableName};
+use crate::store::StoreError;
+
+/// The DDL, with `{table}` and `{expires_at_idx}` in place of the names.
+const TEMPLATE: &str = "\
+-- idem: the table of idempotency records kept by PostgresStore.
+--
+-- One row per store key. A row is 'in_flight' (claimed, under a lease) or 'completed' (the
+-- stored response). A row whose expires_at has passed counts as absent: a claim replaces it,
+-- and the sweeper (PostgresStore::sweep) deletes it.
+CREATE TABLE IF NOT EXISTS {table} (
+    -- SHA-256 over scope, principal, method, route and Idempotency-Key (StoreKey).
+    key              bytea       NOT NULL PRIMARY KEY CHECK (octet_length(key) = 32),
+    -- The request fingerprint: one algorithm tag byte, then the SHA-256 digest.
+    fingerprint      bytea       NOT NULL,
+    state            text        NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    -- The holder of an in-flight record: a random 128-bit token, and when its lease lapses.
+    lease_token      bytea       CHECK (octet_length(lease_token) = 16),
+    lease_expires_at timestamptz,
+    -- When the record is forgotten: max(ttl, lease) after the claim or the last renewal
+    -- while in flight, ttl after the completion.
+    expires_at       timestamptz NOT NULL,
+    -- The stored response: StoredResponse::encode's bytes, in format response_format; its
+    -- status code is repeated in response_status for queries of your own.
+    response_status  smallint,
+    response_format  smallint,
+    response         bytea,
+    created_at       timestamptz NOT NULL,
+    updated_at       timestamptz NOT NULL,
+    CONSTRAINT in_flight_has_lease CHECK (
+        state <> 'in_flight' OR (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
+    CONSTRAINT completed_has_response CHECK (
+        state <> 'completed'
+        OR (response IS NOT NULL AND response_format IS NOT NULL AND response_status IS NOT NULL))
+);
+
+-- The sweeper deletes the oldest expired records first.
+CREATE INDEX IF NOT EXISTS {expires_at_idx} ON {table} (expires_at);
+";
+
+/// The DDL that creates the records table `table` and its index, as [`migrate`] runs it.
+///
+/// For the default name it is the text of `migrations/postgres/001_idempotency_records.sql`,
+/// for those who run their migrations with another tool.
+///
+/// ```
+/// use idem_core::store::postgres::{TableName, migration_sql};
+///
+/// let sql = migration_sql(&TableName::new("billing.idempotency")?);
+/// assert!(sql.contains(r#"CREATE TABLE IF NOT EXISTS "billing"."idempotency""#));
+/// # Ok::<(), idem_core::store::postgres::TableNameError>(())
+/// ```
+pub fn migration_sql(table: &TableName) -> String {
+    // `{table}` last: a rendered name never contains a placeholder, and the order keeps it so.
+    TEMPLATE
+        .replace("{expires_at_idx}", &table.derived("expires_at_idx"))
+        .replace("{table}", &table.quoted())
+}
+
+/// Creates the records table `table` and its index, if they do not exist.
+///
+/// It runs [`migration_sql`] in one transaction, under an advisory lock, so instances that
+/// start together and all migrate do not trip over each other. The schema of a qualified name
+/// must exist. Running it again changes nothing.
+///
+/// ```no_run
+/// use idem_core::store::postgres::{TableName, migrate};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = sqlx::PgPool::connect("postgres://localhost/app").await?;
+/// migrate(&pool, &TableName::default()).await?;
+/// # Ok(()) }
+/// ```
+pub async fn migrate(pool: &PgPool, table: &TableName) -> Result<(), StoreError> {
+    let mut transaction = pool.begin().await.map_err(|e| error(pool, e))?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+        .bind(format!("idem migrate {table}"))
+        .execute(&mut *transaction)
+        .await
+        .map_err(|e| error(pool, e))?;
+    // The name was checked by `TableName::new`: plain identifiers, quoted.
+    sqlx::raw_sql(AssertSqlSafe(migration_sql(table)))
+        .execute(&mut *transaction)
+        .await
+        .map_err(|e| error(pool, e))?;
+    transaction.commit().await.map_err(|e| error(pool, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sql_file_is_the_migration_for_the_default_name() {
+        let file = include_str!("../../../migrations/postgres/001_idempotency_records.sql");
+        assert_eq!(migration_sql(&TableName::default()), file);
+    }
+
+    #[test]
+    fn a_qualified_name_quotes_the_table_and_keeps_the_index_in_its_schema() {
+        let sql = migration_sql(&TableName::new("idem.records").unwrap());
+        assert!(sql.contains("CREATE TABLE IF NOT EXISTS \"idem\".\"records\" ("));
+        assert!(sql.contains(
+            "CREATE INDEX IF NOT EXISTS \"records_expires_at_idx\" ON \"idem\".\"records\" (expires_at);"
+        ));
+        assert!(!sql.contains('{'));
+    }
+}

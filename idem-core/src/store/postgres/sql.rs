@@ -1,0 +1,252 @@
+//! The statements of the store, written once per table name, and their parameters.
+//!
+//! Every statement reads the time from the server (`clock_timestamp()`, the time the row is
+//! examined, also inside a long transaction), so every instance agrees on leases and TTLs.
+
+use std::{sync::Arc, time::Duration};
+
+use sqlx::{
+    AssertSqlSafe, Postgres, SqlSafeStr, SqlStr,
+    postgres::{PgArguments, types::PgInterval},
+    query::Query,
+};
+
+use super::table::TableName;
+use crate::{
+    fingerprint::Fingerprint,
+    replay::StoredResponse,
+    scope::StoreKey,
+    store::{Claim, LeaseToken},
+};
+
+/// The version of [`StoredResponse::encode`]'s format the store writes, kept in the
+/// `response_format` column.
+pub(super) const RESPONSE_FORMAT: i16 = 1;
+
+/// The longest duration written to the database; longer leases and TTLs are cut to it, so
+/// that `clock_timestamp() + interval` stays a valid timestamp.
+const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// The claim, in one statement (see the module docs of `postgres` for why it is correct).
+///
+/// `existing` reads the record in the statement's snapshot, without locking it. Only when that
+/// snapshot shows no record, or a record the claim may replace, does `claimed` try to insert;
+/// on a conflict its `DO UPDATE ... WHERE` is checked against the latest committed version of
+/// the row, under a row lock. The final `SELECT` answers `claimed`, or the record that stood in
+/// the way. When it answers neither (the snapshot missed a record committed meanwhile), or a
+/// record the claim may replace that it did not replace (another claim replaced it first), the
+/// snapshot was stale and the caller runs the statement again.
+const CLAIM: &str = "\
+WITH existing AS (
+    SELECT state,
+           fingerprint,
+           fingerprint = $2 AS same_fingerprint,
+           CASE WHEN fingerprint = $2 THEN response_format END AS response_format,
+           CASE WHEN fingerprint = $2 THEN response END AS response,
+           expires_at <= clock_timestamp()
+               OR (state = 'in_flight'
+                   AND lease_expires_at <= clock_timestamp()
+                   AND fingerprint = $2) AS replaceable
+    FROM {table}
+    WHERE key = $1
+),
+claimed AS (
+    INSERT INTO {table} AS record
+        (key, fingerprint, state, lease_token, lease_expires_at, expires_at, created_at, updated_at)
+    SELECT $1, $2, 'in_flight', $3,
+           clock_timestamp() + $4, clock_timestamp() + $5, clock_timestamp(), clock_timestamp()
+    WHERE NOT EXISTS (SELECT FROM existing WHERE replaceable IS NOT TRUE)
+    ON CONFLICT (key) DO UPDATE SET
+        fingerprint = excluded.fingerprint,
+        state = 'in_flight',
+        lease_token = excluded.lease_token,
+        lease_expires_at = excluded.lease_expires_at,
+        expires_at = excluded.expires_at,
+        response_status = NULL,
+        response_format = NULL,
+        response = NULL,
+        created_at = excluded.created_at,
+        updated_at = excluded.updated_at
+    WHERE record.expires_at <= clock_timestamp()
+       OR (record.state = 'in_flight'
+           AND record.lease_expires_at <= clock_timestamp()
+           AND record.fingerprint = excluded.fingerprint)
+    RETURNING 1
+)
+SELECT true AS claimed, NULL::text AS state, NULL::bytea AS fingerprint,
+       NULL::boolean AS same_fingerprint, NULL::smallint AS response_format,
+       NULL::bytea AS response, NULL::boolean AS replaceable
+FROM claimed
+UNION ALL
+SELECT false, state, fingerprint, same_fingerprint, response_format, response, replaceable
+FROM existing
+WHERE NOT EXISTS (SELECT FROM claimed)";
+
+/// The fenced completion: only the holder of a live in-flight record completes it.
+const COMPLETE: &str = "\
+UPDATE {table} SET
+    state = 'completed',
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    response_status = $3,
+    response_format = $4,
+    response = $5,
+    expires_at = clock_timestamp() + $6,
+    updated_at = clock_timestamp()
+WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
+
+/// The fenced renewal: the lease runs `$3` from now, and the record lives at least as long.
+const RENEW: &str = "\
+UPDATE {table} SET
+    lease_expires_at = clock_timestamp() + $3,
+    expires_at = greatest(expires_at, clock_timestamp() + $3),
+    updated_at = clock_timestamp()
+WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
+
+/// The fenced release.
+const RELEASE: &str = "\
+DELETE FROM {table}
+WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
+
+/// One batch of the sweeper: the oldest expired records, skipping rows a claim has locked.
+const SWEEP: &str = "\
+DELETE FROM {table}
+WHERE key IN (
+    SELECT key FROM {table}
+    WHERE expires_at <= clock_timestamp()
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+AND expires_at <= clock_timestamp()";
+
+/// The statements for one table.
+#[derive(Debug)]
+pub(super) struct Statements {
+    claim: SqlStr,
+    complete: SqlStr,
+    renew: SqlStr,
+    release: SqlStr,
+    sweep: SqlStr,
+}
+
+impl Statements {
+    pub(super) fn new(table: &TableName) -> Self {
+        let quoted = table.quoted();
+        // The name was checked by `TableName::new`: plain identifiers, quoted.
+        let render = |template: &str| {
+            AssertSqlSafe(Arc::<str>::from(template.replace("{table}", &quoted))).into_sql_str()
+        };
+        Self {
+            claim: render(CLAIM),
+            complete: render(COMPLETE),
+            renew: render(RENEW),
+            release: render(RELEASE),
+            sweep: render(SWEEP),
+        }
+    }
+
+    pub(super) fn claim(&self, claim: &Claim<'_>) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.claim.clone())
+            .bind(key(claim.key))
+            .bind(fingerprint(claim.fingerprint))
+            .bind(token(claim.token))
+            .bind(interval(claim.lease))
+            .bind(interval(claim.in_flight_lifetime()))
+    }
+
+    pub(super) fn complete(
+        &self,
+        key_: &StoreKey,
+        token_: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Query<'static, Postgres, PgArguments> {
+        let status = i16::try_from(response.status().as_u16()).expect("status codes fit in i16");
+        sqlx::query(self.complete.clone())
+            .bind(key(key_))
+            .bind(token(token_))
+            .bind(status)
+            .bind(RESPONSE_FORMAT)
+            .bind(response.encode())
+            .bind(interval(ttl))
+    }
+
+    pub(super) fn renew(
+        &self,
+        key_: &StoreKey,
+        token_: LeaseToken,
+        lease: Duration,
+    ) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.renew.clone())
+            .bind(key(key_))
+            .bind(token(token_))
+            .bind(interval(lease))
+    }
+
+    pub(super) fn release(
+        &self,
+        key_: &StoreKey,
+        token_: LeaseToken,
+    ) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.release.clone())
+            .bind(key(key_))
+            .bind(token(token_))
+    }
+
+    pub(super) fn sweep(&self, batch: i64) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.sweep.clone()).bind(batch)
+    }
+}
+
+fn key(key: &StoreKey) -> Vec<u8> {
+    key.as_bytes().to_vec()
+}
+
+fn fingerprint(fingerprint: &Fingerprint) -> Vec<u8> {
+    fingerprint.to_bytes().to_vec()
+}
+
+fn token(token: LeaseToken) -> Vec<u8> {
+    token.to_bytes().to_vec()
+}
+
+/// A duration as an interval, rounded up to whole microseconds (PostgreSQL's resolution).
+fn interval(duration: Duration) -> PgInterval {
+    let micros = duration.min(LONGEST).as_nanos().div_ceil(1000);
+    PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: i64::try_from(micros).expect("100 years of microseconds fit in i64"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_round_up_to_microseconds_and_are_capped() {
+        assert_eq!(interval(Duration::from_nanos(1)).microseconds, 1);
+        assert_eq!(interval(Duration::from_millis(300)).microseconds, 300_000);
+        assert_eq!(
+            interval(Duration::MAX).microseconds,
+            i64::try_from(LONGEST.as_micros()).unwrap()
+        );
+    }
+
+    #[test]
+    fn statements_name_the_quoted_table_and_nothing_else() {
+        let statements = Statements::new(&TableName::new("idem.records").unwrap());
+        for sql in [
+            &statements.claim,
+            &statements.complete,
+            &statements.renew,
+            &statements.release,
+            &statements.sweep,
+        ] {
+            assert!(sql.as_str().contains("\"idem\".\"records\""));
+            assert!(!sql.as_str().contains("{table}"));
+        }
+    }
+}

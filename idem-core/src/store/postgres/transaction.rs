@@ -1,0 +1,312 @@
+//! Transactional mode: the handler's writes and the record's completion commit together.
+
+use std::{any::Any, fmt, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use axum::{
+    extract::FromRequestParts,
+    response::{IntoResponse, Response},
+};
+use http::request::Parts;
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+
+use super::{error, sql::Statements};
+use crate::{
+    context::{IdempotencyContext, TransactionGuard},
+    problem::{Problem, ProblemKind},
+    replay::StoredResponse,
+    scope::StoreKey,
+    store::{LeaseToken, StoreError, StoreTransaction},
+};
+
+/// The transaction [`PostgresStore`](super::PostgresStore) opens for one request
+/// ([`Store::begin`](crate::store::Store::begin)). The runtime ends it; handlers reach it
+/// through the [`Tx`] extractor, or through the request's
+/// [`IdempotencyContext`] with a downcast:
+///
+/// ```no_run
+/// use idem_core::{IdempotencyContext, store::postgres::PostgresTransaction};
+///
+/// # async fn handler(context: IdempotencyContext) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut guard = context.transaction().await?;
+/// let transaction = guard
+///     .as_deref_mut()
+///     .and_then(|transaction| transaction.as_any_mut().downcast_mut::<PostgresTransaction>())
+///     .ok_or("not a PostgresStore")?;
+/// sqlx::query("INSERT INTO audit (event) VALUES ('paid')")
+///     .execute(transaction.connection())
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub struct PostgresTransaction {
+    transaction: Transaction<'static, Postgres>,
+    pool: PgPool,
+    statements: Arc<Statements>,
+}
+
+impl PostgresTransaction {
+    pub(super) fn new(
+        transaction: Transaction<'static, Postgres>,
+        pool: PgPool,
+        statements: Arc<Statements>,
+    ) -> Self {
+        Self {
+            transaction,
+            pool,
+            statements,
+        }
+    }
+
+    /// The transaction's connection, for the handler's own queries.
+    pub fn connection(&mut self) -> &mut PgConnection {
+        &mut self.transaction
+    }
+}
+
+impl fmt::Debug for PostgresTransaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresTransaction")
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl StoreTransaction for PostgresTransaction {
+    async fn complete(
+        self: Box<Self>,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let Self {
+            mut transaction,
+            pool,
+            statements,
+        } = *self;
+        let completed = statements
+            .complete(key, token, response, ttl)
+            .execute(&mut *transaction)
+            .await;
+        match completed {
+            Ok(done) if done.rows_affected() == 1 => {
+                transaction.commit().await.map_err(|e| error(&pool, e))
+            }
+            Ok(_) => {
+                // Fenced: the handler's writes must not outlive the lease they ran under. A
+                // failed rollback ends the connection, which rolls back as well.
+                let _ = transaction.rollback().await;
+                Err(StoreError::LeaseLost)
+            }
+            Err(failure) if aborted(&failure) => {
+                // A statement of the handler failed and it answered all the same (a 409 for a
+                // unique violation, say): the transaction can only roll back, and nothing the
+                // handler wrote survives. Its answer is still the operation's result, so the
+                // record is completed on its own, fenced as ever.
+                transaction.rollback().await.map_err(|e| error(&pool, e))?;
+                let done = statements
+                    .complete(key, token, response, ttl)
+                    .execute(&pool)
+                    .await
+                    .map_err(|e| error(&pool, e))?;
+                super::fenced(done.rows_affected())
+            }
+            Err(failure) => {
+                let _ = transaction.rollback().await;
+                Err(error(&pool, failure))
+            }
+        }
+    }
+
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        let Self {
+            transaction, pool, ..
+        } = *self;
+        transaction.commit().await.map_err(|e| error(&pool, e))
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        let Self {
+            transaction, pool, ..
+        } = *self;
+        transaction.rollback().await.map_err(|e| error(&pool, e))
+    }
+
+    fn as_any_mut(&mut self) -> &mut (dyn Any + Send) {
+        self
+    }
+}
+
+/// Whether `error` says the transaction is aborted (SQLSTATE 25P02): an earlier statement in
+/// it failed, so it can only roll back.
+fn aborted(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|error| error.code())
+        .is_some_and(|code| code == "25P02")
+}
+
+/// An extractor that gives a handler the request's PostgreSQL transaction: the handler's
+/// writes commit together with the idempotency record, or not at all.
+///
+/// Extracting it does not touch the database: the transaction begins on the first call of
+/// [`conn`](Self::conn), in the handler's body. With `#[idempotent]` a handler's extractors
+/// run before the key is claimed, so that a rejected request stores nothing; beginning there
+/// would hold a connection for requests that never run.
+///
+/// The runtime ends the transaction once the handler has returned: it completes the record in
+/// it and commits when the response is the operation's result; it rolls back when the key is
+/// released (a 5xx response by default, [`NoStore`](crate::NoStore), a panic). If the process
+/// dies first, PostgreSQL rolls back, the lease lapses, and a retry runs the handler again.
+///
+/// ```no_run
+/// use axum::{Json, Router, http::StatusCode, routing::post};
+/// use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
+/// use idem_core::store::{PostgresStore, postgres::Tx};
+/// use serde_json::{Value, json};
+///
+/// async fn create_payment(
+///     mut tx: Tx,
+///     Json(body): Json<Value>,
+/// ) -> Result<(StatusCode, Json<Value>), AppError> {
+///     let id: i64 = sqlx::query_scalar("INSERT INTO payments (amount) VALUES ($1) RETURNING id")
+///         .bind(body["amount"].as_i64())
+///         .fetch_one(tx.conn().await?)
+///         .await?;
+///     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+/// }
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::connect("postgres://localhost/app").await?;
+/// store.migrate().await?;
+/// let idem = Idempotency::new(store);
+/// let app: Router = Router::new()
+///     .route("/payments", post(create_payment))
+///     .layer(IdempotencyLayer::new(idem, Policy::new().scope(Scope::Global)));
+/// # drop(app); Ok(()) }
+///
+/// /// The application's error type: a `TxError` answers its own Problem Details.
+/// enum AppError {
+///     Tx(idem_core::store::postgres::TxError),
+///     Database(sqlx::Error),
+/// }
+/// # impl From<idem_core::store::postgres::TxError> for AppError {
+/// #     fn from(error: idem_core::store::postgres::TxError) -> Self { Self::Tx(error) }
+/// # }
+/// # impl From<sqlx::Error> for AppError {
+/// #     fn from(error: sqlx::Error) -> Self { Self::Database(error) }
+/// # }
+/// # impl axum::response::IntoResponse for AppError {
+/// #     fn into_response(self) -> axum::response::Response {
+/// #         match self {
+/// #             Self::Tx(error) => error.into_response(),
+/// #             Self::Database(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+/// #         }
+/// #     }
+/// # }
+/// ```
+pub struct Tx {
+    context: IdempotencyContext,
+    guard: Option<TransactionGuard>,
+}
+
+impl Tx {
+    /// The transaction's connection, for the handler's queries (`.execute(tx.conn().await?)`),
+    /// beginning the transaction on first use.
+    ///
+    /// Errors are [`TxError`]s, which answer Problem Details: 503 when the database cannot be
+    /// reached (the key is then released, so a retry runs again).
+    pub async fn conn(&mut self) -> Result<&mut PgConnection, TxError> {
+        if self.guard.is_none() {
+            let guard = self.context.transaction().await.map_err(TxError::Begin)?;
+            self.guard = Some(guard);
+        }
+        let transaction = self
+            .guard
+            .as_mut()
+            .and_then(|guard| guard.as_deref_mut())
+            .ok_or(TxError::Ended)?;
+        let postgres = transaction
+            .as_any_mut()
+            .downcast_mut::<PostgresTransaction>()
+            .ok_or(TxError::NotPostgres)?;
+        Ok(postgres.connection())
+    }
+}
+
+impl fmt::Debug for Tx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tx")
+            .field("begun", &self.guard.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Tx {
+    type Rejection = TxError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let context = parts
+            .extensions
+            .get::<IdempotencyContext>()
+            .cloned()
+            .ok_or(TxError::NoContext)?;
+        Ok(Self {
+            context,
+            guard: None,
+        })
+    }
+}
+
+/// Why [`Tx`] could not give the handler its transaction. Answers Problem Details.
+///
+/// ```
+/// use axum::response::IntoResponse;
+/// use idem_core::store::{StoreError, postgres::TxError};
+///
+/// let unreachable = TxError::Begin(StoreError::Timeout(std::time::Duration::from_secs(2)));
+/// let response = unreachable.into_response();
+/// assert_eq!(response.status(), 503);
+/// assert_eq!(response.headers()["content-type"], "application/problem+json");
+/// assert!(response.headers().contains_key("retry-after"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TxError {
+    /// The transaction could not be begun: the database is unreachable, the pool exhausted.
+    /// Answers 503 with `Retry-After`.
+    #[error("the database transaction could not be begun")]
+    Begin(#[source] StoreError),
+    /// The route has no idempotency runtime (no `IdempotencyLayer`, no `#[idempotent]`).
+    /// Answers 500.
+    #[error("the Tx extractor is used on a route without idempotency")]
+    NoContext,
+    /// The runtime's store is not a [`PostgresStore`](super::PostgresStore). Answers 500.
+    #[error("the Tx extractor needs a PostgresStore as the idempotency store")]
+    NotPostgres,
+    /// The runtime already ended the transaction (a task kept the `Tx` past the handler).
+    /// Answers 500.
+    #[error("the request's transaction has already ended")]
+    Ended,
+}
+
+impl IntoResponse for TxError {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Begin(error) => {
+                tracing::warn!(error = %error, "the request's transaction could not be begun");
+                Problem::new(
+                    ProblemKind::StoreUnavailable,
+                    "the database could not be reached, so the request was not run; retry \
+                     with the same Idempotency-Key",
+                )
+                .with_retry_after(Duration::from_secs(1))
+                .into_response()
+            }
+            misconfigured => {
+                tracing::error!(error = %misconfigured, "Tx extractor misconfigured");
+                Problem::new(ProblemKind::Misconfigured, misconfigured.to_string()).into_response()
+            }
+        }
+    }
+}

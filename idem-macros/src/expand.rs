@@ -1,0 +1,249 @@
+//! Code generation: the handler becomes a constant of type `Idempotent<(T1, .., Tn)>`.
+//!
+//! ```text
+//! #[allow(non_upper_case_globals)]
+//! pub const create_payment: ::idem_core::__private::Idempotent<(State<Db>, Json<New>)> = {
+//!     async fn create_payment(State(db): State<Db>, Json(new): Json<New>) -> Response { .. }
+//!     ::idem_core::__private::Idempotent::new(
+//!         ::idem_core::__private::Policy::new().ttl(..),
+//!         |(__idem_arg0, __idem_arg1)| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+//!     )
+//! };
+//! ```
+//!
+//! The original function is nested unchanged in the constant's initializer, so its body,
+//! spans and error messages are the user's own. The constant is what the router names.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::{
+    AttrStyle, Attribute, ItemFn, Meta, ReturnType, Safety, Token, Type, Visibility,
+    punctuated::Punctuated, spanned::Spanned,
+};
+
+use crate::{
+    args::{self, Args, Errors, Scope, Value},
+    validate,
+};
+
+/// Expands `#[idempotent(args)] item`. On an error, the function is emitted next to the
+/// errors, so that the route naming it raises no further errors.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let function = match syn::parse2::<ItemFn>(item.clone()) {
+        Ok(function) => function,
+        Err(_) => {
+            let error = syn::Error::new_spanned(
+                &item,
+                "`#[idempotent]` applies to an `async fn` axum handler",
+            );
+            let error = error.into_compile_error();
+            return quote!(#error #item);
+        }
+    };
+    let mut errors = Errors::default();
+    let args = args::parse(args).map_err(|error| errors.push(error)).ok();
+    let types = validate::handler(&function)
+        .map_err(|error| errors.push(error))
+        .ok();
+    let (Some(args), Some(types)) = (args, types) else {
+        let error = errors.finish(()).err().map(syn::Error::into_compile_error);
+        return fallback(error, function);
+    };
+    let types = types.into_iter().cloned().collect::<Vec<_>>();
+    generate(&args, &types, function)
+}
+
+/// The function next to the errors, so that the route naming it raises no second error.
+///
+/// The function is as written, with the qualifiers the errors ask to change already changed
+/// (`async` added; `const`, `unsafe`, `extern` and `...` removed): a router cannot take a
+/// plain `fn` as a handler, and would otherwise report the same mistake again. The body is
+/// untouched.
+fn fallback(error: Option<TokenStream>, mut function: ItemFn) -> TokenStream {
+    let sig = &mut function.sig;
+    sig.constness = None;
+    if sig.asyncness.is_none() {
+        sig.asyncness = Some(Token![async](sig.fn_token.span()));
+    }
+    sig.safety = Safety::Default;
+    sig.abi = None;
+    if sig.variadic.take().is_some() {
+        // The comma before `...` is the last punctuation of the arguments.
+        let arguments = std::mem::take(&mut sig.inputs);
+        sig.inputs = arguments.into_iter().collect();
+    }
+    quote!(#error #function)
+}
+
+fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+        ..
+    } = function;
+    let Split {
+        constant: constant_attrs,
+        function: function_attrs,
+    } = split_attributes(attrs);
+    let inner = ItemFn {
+        attrs: function_attrs,
+        vis: Visibility::Inherited,
+        modifiers: Default::default(),
+        sig,
+        block,
+    };
+    let ident = &inner.sig.ident;
+    let arguments = (0..types.len())
+        .map(|index| format_ident!("__idem_arg{index}"))
+        .collect::<Vec<_>>();
+    // A handler whose future is not `Send`, or whose output is not a response, is reported
+    // on its return type (or its name), not on generated code.
+    let output_span = match &inner.sig.output {
+        ReturnType::Type(_, output) => output.span(),
+        ReturnType::Default => ident.span(),
+    };
+    let call = quote_spanned! {output_span=>
+        ::idem_core::__private::boxed(#ident(#(#arguments),*))
+    };
+    let policy = policy(args);
+    quote! {
+        #(#constant_attrs)*
+        #[allow(non_upper_case_globals)]
+        #vis const #ident: ::idem_core::__private::Idempotent<(#(#types,)*)> = {
+            #inner
+            ::idem_core::__private::Idempotent::new(
+                #policy,
+                |(#(#arguments,)*)| #call,
+            )
+        };
+    }
+}
+
+/// `Policy::new()` and one setter per argument the user gave: the defaults live in
+/// `Policy::new()` only.
+fn policy(args: &Args) -> TokenStream {
+    let setters = args.settings.iter().map(|setting| {
+        let setter = format_ident!("{}", setting.argument.name, span = setting.span);
+        let value = value(&setting.value, setting.span);
+        quote_spanned!(setting.span=> .#setter(#value))
+    });
+    quote!(::idem_core::__private::Policy::new() #(#setters)*)
+}
+
+fn value(value: &Value, span: Span) -> TokenStream {
+    match value {
+        Value::Duration(millis) => duration(*millis, span),
+        Value::Bool(boolean) => quote_spanned!(span=> #boolean),
+        Value::Scope(Scope::User) => quote_spanned!(span=> ::idem_core::__private::Scope::User),
+        Value::Scope(Scope::Global) => {
+            quote_spanned!(span=> ::idem_core::__private::Scope::Global)
+        }
+        Value::Scope(Scope::Custom(name)) => {
+            quote_spanned!(span=> ::idem_core::__private::Scope::Custom(#name))
+        }
+        Value::OnConflict(None) => {
+            quote_spanned!(span=> ::idem_core::__private::OnConflict::Reject)
+        }
+        Value::OnConflict(Some(wait)) => {
+            let wait = duration(*wait, span);
+            quote_spanned!(span=> ::idem_core::__private::OnConflict::Wait(#wait))
+        }
+        Value::Choice { enum_name, variant } => {
+            let enum_name = format_ident!("{enum_name}", span = span);
+            let variant = format_ident!("{variant}", span = span);
+            quote_spanned!(span=> ::idem_core::__private::#enum_name::#variant)
+        }
+    }
+}
+
+/// `Duration::from_secs(n)` for whole seconds, else `Duration::from_millis(n)`.
+fn duration(millis: u64, span: Span) -> TokenStream {
+    let (constructor, amount) = if millis.is_multiple_of(1000) {
+        ("from_secs", millis / 1000)
+    } else {
+        ("from_millis", millis)
+    };
+    let constructor = format_ident!("{constructor}", span = span);
+    let mut amount = proc_macro2::Literal::u64_unsuffixed(amount);
+    amount.set_span(span);
+    quote_spanned!(span=> ::idem_core::__private::Duration::#constructor(#amount))
+}
+
+/// The attributes of the constant and those of the nested function.
+#[derive(Default)]
+struct Split {
+    constant: Vec<Attribute>,
+    function: Vec<Attribute>,
+}
+
+/// Sends each attribute where it means something:
+///
+/// - to the constant: documentation (the constant is what the docs show), `cfg` (so the
+///   whole handler, nested function included, is compiled or not), lint levels (they also
+///   reach the nested function, which is inside the constant) and `deprecated` (a route
+///   names the constant);
+/// - to the nested function: everything else (`#[tracing::instrument]`, `#[inline]`, ...);
+/// - `cfg_attr(predicate, a, b)`: split, each attribute by the same rule, under the same
+///   predicate.
+fn split_attributes(attributes: Vec<Attribute>) -> Split {
+    let mut split = Split::default();
+    for attribute in attributes {
+        if let AttrStyle::Inner(_) = attribute.style {
+            // `#![...]` inside the body: it stays there.
+            split.function.push(attribute);
+        } else if let Some(cfg_attr) = split_cfg_attr(&attribute) {
+            split.constant.extend(cfg_attr.constant);
+            split.function.extend(cfg_attr.function);
+        } else if belongs_to_constant(&attribute.meta) {
+            split.constant.push(attribute);
+        } else {
+            split.function.push(attribute);
+        }
+    }
+    split
+}
+
+fn belongs_to_constant(meta: &Meta) -> bool {
+    const CONSTANT: [&str; 8] = [
+        "doc",
+        "cfg",
+        "allow",
+        "warn",
+        "deny",
+        "forbid",
+        "expect",
+        "deprecated",
+    ];
+    CONSTANT.iter().any(|name| meta.path().is_ident(name))
+}
+
+/// `#[cfg_attr(p, a, b)]` split into a `#[cfg_attr(p, ..)]` for the constant and one for the
+/// function; `None` if the attribute is not a `cfg_attr` that parses.
+fn split_cfg_attr(attribute: &Attribute) -> Option<Split> {
+    if !attribute.path().is_ident("cfg_attr") {
+        return None;
+    }
+    let (predicate, metas) = attribute
+        .parse_args_with(|input: syn::parse::ParseStream<'_>| {
+            let predicate: Meta = input.parse()?;
+            input.parse::<Token![,]>()?;
+            let metas = Punctuated::<Meta, Token![,]>::parse_terminated(input)?;
+            Ok((predicate, metas))
+        })
+        .ok()?;
+    let (constant, function): (Vec<_>, Vec<_>) = metas.into_iter().partition(belongs_to_constant);
+    let wrap = |metas: Vec<Meta>| {
+        if metas.is_empty() {
+            return Vec::new();
+        }
+        let pound = attribute.pound_token;
+        let tokens = quote!(#pound [cfg_attr(#predicate, #(#metas),*)]);
+        syn::parse::Parser::parse2(Attribute::parse_outer, tokens).unwrap_or_default()
+    };
+    Some(Split {
+        constant: wrap(constant),
+        function: wrap(function),
+    })
+}

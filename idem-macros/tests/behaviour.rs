@@ -1,0 +1,753 @@
+//! `#[idempotent]` handlers through real axum routers: each argument does what it says, and
+//! the seven cases of SPEC §9 hold for an annotated handler.
+//!
+//! Every handler counts its executions. Requests go through `tower::ServiceExt::oneshot`; the
+//! assertions are what a client sees (status, `Idempotent-Replayed`, body bytes, Problem
+//! Details) and how many times the handler ran.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use axum::{
+    Extension, Json, Router,
+    body::{Body, Bytes},
+    extract::{FromRequestParts, Request, State},
+    http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts},
+    middleware::{self, Next},
+    response::Response,
+    routing::post,
+};
+use idem_core::{
+    Idempotency, MemoryStore, Principal, Scope, StoreKey, idempotent,
+    replay::StoredResponse,
+    store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
+};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// What the handlers share: how often they ran, and how long each run takes.
+#[derive(Clone, Default)]
+struct Counter {
+    runs: Arc<AtomicUsize>,
+    delay: Duration,
+}
+
+impl Counter {
+    fn slow(delay: Duration) -> Self {
+        Self {
+            delay,
+            ..Self::default()
+        }
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+
+    /// Counts a run, takes its time, and answers 201 with the run number.
+    async fn run(&self, request: Value) -> (StatusCode, Json<Value>) {
+        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        tokio::time::sleep(self.delay).await;
+        (
+            StatusCode::CREATED,
+            Json(json!({ "run": run, "request": request })),
+        )
+    }
+}
+
+/// The defaults: user scope, key required, reject conflicts, JSON fingerprints.
+#[idempotent]
+async fn user_payment(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "global")]
+async fn global_payment(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "global", ttl = "200ms", lease = "100ms")]
+async fn short_lived(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "global", required = false)]
+async fn optional_key(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "global", on_conflict = "wait(2s)")]
+async fn waiting(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "global", fingerprint = "raw")]
+async fn raw_fingerprint(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "global", key_syntax = "strict")]
+async fn strict_key(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "global", on_store_error = "run")]
+async fn run_without_store(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+#[idempotent(scope = "custom(tenant)")]
+async fn tenant_payment(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+/// Fails with 500 and a body that names the run.
+async fn fail(counter: &Counter) -> (StatusCode, String) {
+    let run = counter.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    (StatusCode::INTERNAL_SERVER_ERROR, format!("failure {run}"))
+}
+
+#[idempotent(scope = "global")]
+async fn server_error(State(counter): State<Counter>, _body: String) -> (StatusCode, String) {
+    fail(&counter).await
+}
+
+#[idempotent(scope = "global", store_server_errors = true)]
+async fn stored_server_error(
+    State(counter): State<Counter>,
+    _body: String,
+) -> (StatusCode, String) {
+    fail(&counter).await
+}
+
+#[idempotent(scope = "global")]
+async fn panics_once(State(counter): State<Counter>, _body: String) -> StatusCode {
+    if counter.runs.fetch_add(1, Ordering::SeqCst) == 0 {
+        panic!("the first run panics");
+    }
+    StatusCode::CREATED
+}
+
+/// The application's own authentication as an extractor: it names the principal, and runs
+/// before the body extractor, so idem finds the principal when it resolves the key.
+struct User;
+
+impl<S: Send + Sync> FromRequestParts<S> for User {
+    type Rejection = (StatusCode, &'static str);
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let user = parts
+            .headers
+            .get("x-api-user")
+            .and_then(|value| value.to_str().ok())
+            .ok_or((StatusCode::UNAUTHORIZED, "who are you?"))?;
+        let principal = Principal::new(user);
+        parts.extensions.insert(principal);
+        Ok(Self)
+    }
+}
+
+/// A body-less operation (a cancellation, say) whose authentication extractor comes last.
+#[idempotent]
+async fn extractor_auth_last(
+    State(counter): State<Counter>,
+    _user: User,
+) -> (StatusCode, Json<Value>) {
+    counter.run(Value::Null).await
+}
+
+#[idempotent]
+async fn extractor_auth(
+    State(counter): State<Counter>,
+    _user: User,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+/// Authentication as a middleware: `x-user` names the principal.
+async fn authenticate(mut request: Request, next: Next) -> Response {
+    if let Some(user) = request
+        .headers()
+        .get("x-user")
+        .and_then(|value| value.to_str().ok())
+    {
+        let principal = Principal::new(user);
+        request.extensions_mut().insert(principal);
+    }
+    next.run(request).await
+}
+
+fn routes(counter: &Counter) -> Router {
+    Router::new()
+        .route("/user", post(user_payment))
+        .route("/global", post(global_payment))
+        .route("/short", post(short_lived))
+        .route("/optional", post(optional_key))
+        .route("/wait", post(waiting))
+        .route("/raw", post(raw_fingerprint))
+        .route("/strict", post(strict_key))
+        .route("/run-without-store", post(run_without_store))
+        .route("/tenant", post(tenant_payment))
+        .route("/server-error", post(server_error))
+        .route("/stored-server-error", post(stored_server_error))
+        .route("/panic", post(panics_once))
+        .route("/extractor-auth", post(extractor_auth))
+        .route("/extractor-auth-last", post(extractor_auth_last))
+        .layer(middleware::from_fn(authenticate))
+        .with_state(counter.clone())
+}
+
+fn app(idem: &Idempotency, counter: &Counter) -> Router {
+    routes(counter).layer(Extension(idem.clone()))
+}
+
+fn runtime() -> Idempotency {
+    Idempotency::new(MemoryStore::default())
+}
+
+/// A POST with a JSON body and, if given, an `Idempotency-Key`.
+fn post_to(uri: &str, key: Option<&str>, body: &str) -> Request {
+    let mut builder = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json");
+    if let Some(key) = key {
+        builder = builder.header("idempotency-key", key);
+    }
+    builder.body(Body::from(body.to_owned())).unwrap()
+}
+
+fn with_header(mut request: Request, name: &'static str, value: &str) -> Request {
+    request
+        .headers_mut()
+        .insert(name, HeaderValue::from_str(value).unwrap());
+    request
+}
+
+/// What a client sees.
+#[derive(Debug)]
+struct Seen {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Seen {
+    fn replayed(&self) -> bool {
+        match self.headers.get("idempotent-replayed") {
+            Some(value) => {
+                assert_eq!(value, "true");
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn run(&self) -> u64 {
+        self.json()["run"].as_u64().expect("a handler's answer")
+    }
+
+    /// Asserts a Problem Details answer of this status and kind.
+    fn assert_problem(&self, status: StatusCode, slug: &str) -> Value {
+        assert_eq!(
+            self.status,
+            status,
+            "body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.headers[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        let problem = self.json();
+        assert_eq!(problem["status"], status.as_u16());
+        let kind = problem["type"].as_str().expect("a type URI");
+        assert!(kind.ends_with(&format!("#{slug}")), "type {kind}");
+        assert!(problem["title"].is_string() && problem["detail"].is_string());
+        assert!(!self.replayed(), "a refusal is never a replay");
+        problem
+    }
+}
+
+async fn send(app: &Router, request: Request) -> Seen {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    Seen {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+const BODY: &str = r#"{"amount":9800,"currency":"JPY"}"#;
+
+// ---- SPEC §9, for an annotated handler ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn case_1_same_key_same_body_replays_the_first_result() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let first = send(&app, post_to("/global", Some("k1"), BODY)).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert!(!first.replayed());
+    let second = send(&app, post_to("/global", Some("k1"), BODY)).await;
+    assert_eq!(second.status, StatusCode::CREATED);
+    assert!(second.replayed());
+    assert_eq!(second.body, first.body, "the same bytes");
+    assert_eq!(second.headers[header::CONTENT_TYPE], "application/json");
+    assert_eq!(counter.runs(), 1, "one payment");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn case_2_same_key_another_body_is_422() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    send(&app, post_to("/global", Some("k2"), BODY)).await;
+    let other = r#"{"amount":1,"currency":"JPY"}"#;
+    send(&app, post_to("/global", Some("k2"), other))
+        .await
+        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
+    assert_eq!(counter.runs(), 1, "no new payment");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn case_3_same_key_in_flight_is_409_with_retry_after_then_the_result() {
+    let counter = Counter::slow(Duration::from_millis(300));
+    let app = app(&runtime(), &counter);
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, post_to("/global", Some("k3"), BODY)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let conflict = send(&app, post_to("/global", Some("k3"), BODY)).await;
+    conflict.assert_problem(StatusCode::CONFLICT, "request-in-flight");
+    assert_eq!(conflict.headers[header::RETRY_AFTER], "1");
+
+    let first = first.await.unwrap();
+    assert_eq!(first.status, StatusCode::CREATED);
+    let retry = send(&app, post_to("/global", Some("k3"), BODY)).await;
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn case_4_no_key_is_400_when_required() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    send(&app, post_to("/global", None, BODY))
+        .await
+        .assert_problem(StatusCode::BAD_REQUEST, "key-missing");
+    assert_eq!(counter.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn case_5_a_client_timeout_then_a_retry_gets_the_first_result() {
+    let counter = Counter::slow(Duration::from_millis(300));
+    let app = app(&runtime(), &counter);
+    // The client gives up mid-handler: its request future is dropped, as hyper drops it
+    // when the connection closes.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        send(&app, post_to("/global", Some("k5"), BODY)),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the client timed out");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let retry = send(&app, post_to("/global", Some("k5"), BODY)).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(retry.replayed(), "the first request's result");
+    assert_eq!(retry.run(), 1);
+    assert_eq!(counter.runs(), 1, "one transfer");
+}
+
+#[tokio::test(start_paused = true)]
+async fn case_6_the_same_key_after_the_ttl_is_a_new_request() {
+    // `ttl = "200ms"`: the memory store keeps time on tokio's clock, paused here.
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let first = send(&app, post_to("/short", Some("k6"), BODY)).await;
+    assert_eq!(first.run(), 1);
+    tokio::time::advance(Duration::from_millis(150)).await;
+    let within = send(&app, post_to("/short", Some("k6"), BODY)).await;
+    assert!(within.replayed());
+    assert_eq!(within.body, first.body);
+    tokio::time::advance(Duration::from_millis(100)).await;
+    let after = send(&app, post_to("/short", Some("k6"), BODY)).await;
+    assert_eq!(after.status, StatusCode::CREATED);
+    assert!(!after.replayed());
+    assert_eq!(after.run(), 2);
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_ttl_is_a_day() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    send(&app, post_to("/global", Some("day"), BODY)).await;
+    tokio::time::advance(Duration::from_secs(24 * 60 * 60 - 1)).await;
+    assert!(
+        send(&app, post_to("/global", Some("day"), BODY))
+            .await
+            .replayed()
+    );
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(
+        !send(&app, post_to("/global", Some("day"), BODY))
+            .await
+            .replayed()
+    );
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn case_7_a_500_releases_the_key_by_default() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let first = send(&app, post_to("/server-error", Some("k7"), "x")).await;
+    assert_eq!(first.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(first.body, "failure 1");
+    let retry = send(&app, post_to("/server-error", Some("k7"), "x")).await;
+    assert_eq!(retry.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(!retry.replayed());
+    assert_eq!(retry.body, "failure 2", "the retry ran the handler again");
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn case_7_store_server_errors_replays_the_500() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let first = send(&app, post_to("/stored-server-error", Some("k7"), "x")).await;
+    assert_eq!(first.status, StatusCode::INTERNAL_SERVER_ERROR);
+    let retry = send(&app, post_to("/stored-server-error", Some("k7"), "x")).await;
+    assert_eq!(retry.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    assert_eq!(retry.body, "failure 1");
+    assert_eq!(counter.runs(), 1);
+}
+
+// ---- each argument ----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn user_scope_keeps_each_users_keys_apart() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let as_user = |user| with_header(post_to("/user", Some("shared"), BODY), "x-user", user);
+    let alice = send(&app, as_user("alice")).await;
+    let bob = send(&app, as_user("bob")).await;
+    assert_eq!(
+        (alice.status, bob.status),
+        (StatusCode::CREATED, StatusCode::CREATED)
+    );
+    assert!(!bob.replayed(), "bob never sees alice's result");
+    assert_eq!((alice.run(), bob.run()), (1, 2));
+    let alice_again = send(&app, as_user("alice")).await;
+    assert!(alice_again.replayed());
+    assert_eq!(alice_again.body, alice.body);
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn global_scope_shares_one_key_space() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let as_user = |user| with_header(post_to("/global", Some("shared"), BODY), "x-user", user);
+    let alice = send(&app, as_user("alice")).await;
+    let bob = send(&app, as_user("bob")).await;
+    assert!(bob.replayed());
+    assert_eq!(bob.body, alice.body);
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn user_scope_without_a_principal_is_401() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    send(&app, post_to("/user", Some("k"), BODY))
+        .await
+        .assert_problem(StatusCode::UNAUTHORIZED, "principal-missing");
+    assert_eq!(counter.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_authentication_extractor_can_name_the_principal() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let as_user = |user| {
+        with_header(
+            post_to("/extractor-auth", Some("shared"), BODY),
+            "x-api-user",
+            user,
+        )
+    };
+    let alice = send(&app, as_user("alice")).await;
+    assert_eq!(alice.status, StatusCode::CREATED);
+    let bob = send(&app, as_user("bob")).await;
+    assert!(!bob.replayed());
+    assert!(send(&app, as_user("alice")).await.replayed());
+    // The extractor's own rejection, before idem looks for a principal.
+    let anonymous = send(&app, post_to("/extractor-auth", Some("shared"), BODY)).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(anonymous.body, "who are you?");
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_authentication_extractor_in_last_place_names_the_principal_too() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let as_user = |user| {
+        with_header(
+            post_to("/extractor-auth-last", Some("cancel-1"), ""),
+            "x-api-user",
+            user,
+        )
+    };
+    let alice = send(&app, as_user("alice")).await;
+    assert_eq!(alice.status, StatusCode::CREATED);
+    assert!(!alice.replayed());
+    assert!(
+        !send(&app, as_user("bob")).await.replayed(),
+        "bob's key is his own"
+    );
+    let again = send(&app, as_user("alice")).await;
+    assert!(again.replayed());
+    assert_eq!(again.body, alice.body);
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_custom_scope_takes_its_principal_from_the_runtimes_resolver() {
+    let idem = Idempotency::builder(MemoryStore::default())
+        .principal_resolver(|scope: &Scope, parts: &Parts| match scope {
+            Scope::Custom("tenant") => parts
+                .headers
+                .get("x-tenant")
+                .and_then(|value| value.to_str().ok())
+                .map(Principal::new),
+            _ => parts.extensions.get::<Principal>().cloned(),
+        })
+        .build();
+    let counter = Counter::default();
+    let app = app(&idem, &counter);
+    let as_tenant =
+        |tenant| with_header(post_to("/tenant", Some("shared"), BODY), "x-tenant", tenant);
+    assert!(!send(&app, as_tenant("acme")).await.replayed());
+    assert!(!send(&app, as_tenant("globex")).await.replayed());
+    assert!(send(&app, as_tenant("acme")).await.replayed());
+    send(&app, post_to("/tenant", Some("shared"), BODY))
+        .await
+        .assert_problem(StatusCode::UNAUTHORIZED, "principal-missing");
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn required_false_runs_unkeyed_requests_every_time() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    for run in 1..=2 {
+        let seen = send(&app, post_to("/optional", None, BODY)).await;
+        assert_eq!(seen.status, StatusCode::CREATED);
+        assert!(!seen.replayed());
+        assert_eq!(seen.run(), run);
+    }
+    // A key still makes the request idempotent.
+    send(&app, post_to("/optional", Some("k"), BODY)).await;
+    assert!(
+        send(&app, post_to("/optional", Some("k"), BODY))
+            .await
+            .replayed()
+    );
+    assert_eq!(counter.runs(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_gives_a_duplicate_the_first_result_instead_of_409() {
+    let counter = Counter::slow(Duration::from_millis(300));
+    let app = app(&runtime(), &counter);
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, post_to("/wait", Some("w"), BODY)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let duplicate = send(&app, post_to("/wait", Some("w"), BODY)).await;
+    let first = first.await.unwrap();
+    assert_eq!(duplicate.status, StatusCode::CREATED);
+    assert!(duplicate.replayed());
+    assert_eq!(duplicate.body, first.body);
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_fingerprints_ignore_key_order_and_raw_ones_do_not() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let reordered = "{ \"currency\": \"JPY\",\n  \"amount\": 9800 }";
+
+    let first = send(&app, post_to("/global", Some("fp"), BODY)).await;
+    let same = send(&app, post_to("/global", Some("fp"), reordered)).await;
+    assert!(same.replayed());
+    assert_eq!(same.body, first.body);
+
+    send(&app, post_to("/raw", Some("fp"), BODY)).await;
+    send(&app, post_to("/raw", Some("fp"), reordered))
+        .await
+        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn strict_key_syntax_refuses_a_bare_key() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    send(&app, post_to("/strict", Some("bare-key"), BODY))
+        .await
+        .assert_problem(StatusCode::BAD_REQUEST, "key-malformed");
+    let quoted = send(&app, post_to("/strict", Some("\"quoted-key\""), BODY)).await;
+    assert_eq!(quoted.status, StatusCode::CREATED);
+    assert_eq!(counter.runs(), 1);
+    // The default, lenient, takes both spellings as one key.
+    send(&app, post_to("/global", Some("\"either\""), BODY)).await;
+    assert!(
+        send(&app, post_to("/global", Some("either"), BODY))
+            .await
+            .replayed()
+    );
+}
+
+/// A store that is down: every call fails the way a refused connection does. It stands in
+/// for an outage.
+#[derive(Debug)]
+struct Unreachable;
+
+fn refused() -> StoreError {
+    StoreError::backend(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+}
+
+#[async_trait]
+impl Store for Unreachable {
+    async fn claim(&self, _: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        Err(refused())
+    }
+    async fn complete(
+        &self,
+        _: &StoreKey,
+        _: LeaseToken,
+        _: &StoredResponse,
+        _: Duration,
+    ) -> Result<(), StoreError> {
+        Err(refused())
+    }
+    async fn release(&self, _: &StoreKey, _: LeaseToken) -> Result<(), StoreError> {
+        Err(refused())
+    }
+    async fn renew(&self, _: &StoreKey, _: LeaseToken, _: Duration) -> Result<(), StoreError> {
+        Err(refused())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_outage_fails_closed_with_503_by_default() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::new(Unreachable), &counter);
+    let seen = send(&app, post_to("/global", Some("down"), BODY)).await;
+    seen.assert_problem(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
+    assert_eq!(seen.headers[header::RETRY_AFTER], "1");
+    assert_eq!(counter.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_store_error_run_runs_the_handler_through_an_outage() {
+    let counter = Counter::default();
+    let app = app(&Idempotency::new(Unreachable), &counter);
+    for run in 1..=2 {
+        let seen = send(&app, post_to("/run-without-store", Some("down"), BODY)).await;
+        assert_eq!(seen.status, StatusCode::CREATED);
+        assert!(!seen.replayed());
+        assert_eq!(seen.run(), run, "without a store, nothing is replayed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_extractor_rejection_stores_nothing() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let broken = send(&app, post_to("/global", Some("fix-me"), r#"{"amount": "#)).await;
+    assert_eq!(
+        broken.status,
+        StatusCode::BAD_REQUEST,
+        "axum's Json rejection"
+    );
+    assert!(!broken.replayed());
+    assert_eq!(counter.runs(), 0);
+    // Had the broken request claimed the key, its fingerprint would make this a 422.
+    let fixed = send(&app, post_to("/global", Some("fix-me"), BODY)).await;
+    assert_eq!(fixed.status, StatusCode::CREATED);
+    assert!(!fixed.replayed());
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_answers_500_and_releases_the_key() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    send(&app, post_to("/panic", Some("boom"), "x"))
+        .await
+        .assert_problem(StatusCode::INTERNAL_SERVER_ERROR, "handler-failed");
+    let retry = send(&app, post_to("/panic", Some("boom"), "x")).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(!retry.replayed());
+    assert_eq!(counter.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_runtime_a_handler_answers_500_misconfigured() {
+    let counter = Counter::default();
+    let app = routes(&counter);
+    send(&app, post_to("/global", Some("k"), BODY))
+        .await
+        .assert_problem(StatusCode::INTERNAL_SERVER_ERROR, "misconfigured");
+    assert_eq!(counter.runs(), 0);
+}

@@ -1,0 +1,12 @@
+use axum::{Router, routing::post};
+use idem_core::idempotent;
+
+#[idempotent]
+#[idempotent(scope = "global")]
+async fn handler(body: String) -> String {
+    body
+}
+
+fn main() {
+    let _app: Router = Router::new().route("/", post(handler));
+}

@@ -1,0 +1,11 @@
+use axum::{Router, routing::post};
+use idem_core::idempotent;
+
+#[idempotent]
+const fn handler() -> &'static str {
+    "constant"
+}
+
+fn main() {
+    let _app: Router = Router::new().route("/", post(handler));
+}

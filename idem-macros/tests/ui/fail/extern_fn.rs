@@ -1,0 +1,9 @@
+use axum::{Router, routing::post};
+use idem_core::idempotent;
+
+#[idempotent]
+async extern "C" fn handler() {}
+
+fn main() {
+    let _app: Router = Router::new().route("/", post(handler));
+}

@@ -1,0 +1,11 @@
+use axum::{Router, routing::post};
+use idem_core::idempotent;
+
+#[idempotent(ttl = "24", lease = "1.5m")]
+async fn handler(body: String) -> String {
+    body
+}
+
+fn main() {
+    let _app: Router = Router::new().route("/", post(handler));
+}

@@ -1,0 +1,8 @@
+use idem_core::idempotent;
+
+#[idempotent]
+struct Handler;
+
+fn main() {
+    let _ = Handler;
+}

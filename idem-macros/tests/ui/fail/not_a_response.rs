@@ -1,0 +1,13 @@
+use axum::{Router, routing::post};
+use idem_core::idempotent;
+
+struct Payment;
+
+#[idempotent(scope = "global")]
+async fn handler(_body: String) -> Payment {
+    Payment
+}
+
+fn main() {
+    let _app: Router = Router::new().route("/", post(handler));
+}

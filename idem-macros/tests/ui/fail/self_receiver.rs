@@ -1,0 +1,14 @@
+use idem_core::idempotent;
+
+struct Service;
+
+impl Service {
+    #[idempotent]
+    async fn handler(&self, body: String) -> String {
+        body
+    }
+}
+
+fn main() {
+    let _ = Service;
+}

@@ -1,0 +1,34 @@
+//! The expansion is lint-clean: no unused, dead-code or naming warnings.
+#![deny(warnings, unused, dead_code, nonstandard_style, rust_2018_idioms, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
+use idem_core::{Idempotency, MemoryStore, idempotent};
+
+#[derive(Clone)]
+struct AppState {
+    prefix: &'static str,
+}
+
+#[idempotent(ttl = "1h", lease = "30s", on_conflict = "wait(5s)")]
+async fn create(
+    State(state): State<AppState>,
+    Json(name): Json<String>,
+) -> Result<(StatusCode, String), StatusCode> {
+    if name.is_empty() {
+        return Err(StatusCode::UNPROCESSABLE_ENTITY);
+    }
+    Ok((StatusCode::CREATED, format!("{}{name}", state.prefix)))
+}
+
+#[idempotent(scope = "global")]
+async fn unused_arguments(_state: State<AppState>, _body: String) {}
+
+fn main() {
+    let idem = Idempotency::new(MemoryStore::default());
+    let _app: Router = Router::new()
+        .route("/things", post(create))
+        .route("/nothing", post(unused_arguments))
+        .with_state(AppState { prefix: "thing-" })
+        .layer(Extension(idem));
+}

@@ -1,0 +1,502 @@
+//! `PostgresStore` against a real PostgreSQL: the store conformance suite, the claim under
+//! concurrent transactions, the migration, the table name rules and the sweeper. Skipped,
+//! with a note, when `IDEM_TEST_DATABASE_URL` is unset.
+
+mod postgres_support;
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use axum::{
+    body::Bytes,
+    http::{HeaderMap, Method, StatusCode},
+};
+use idem_core::{
+    StoreKey,
+    fingerprint::{Fingerprint, FingerprintMode},
+    replay::StoredResponse,
+    store::{
+        Claim, ClaimOutcome, LeaseToken, PostgresStore, Store, StoreError,
+        postgres::{TableName, TableNameError, migration_sql},
+    },
+};
+use postgres_support::{admin_pool, count, database_url, drop_table, fresh_store};
+use sqlx::{AssertSqlSafe, PgPool};
+
+async fn conformance_store() -> Option<Arc<dyn Store>> {
+    let url = database_url("a conformance test")?;
+    Some(Arc::new(fresh_store(&url).await))
+}
+
+idem_core::store_conformance_tests!(conformance_store());
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn new_key() -> StoreKey {
+    StoreKey::from_bytes(rand::random())
+}
+
+fn fingerprint(body: &str) -> Fingerprint {
+    Fingerprint::compute(
+        &Method::POST,
+        "/payments",
+        &HeaderMap::new(),
+        body.as_bytes(),
+        FingerprintMode::Raw,
+    )
+}
+
+fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, ttl: Duration) -> Claim<'a> {
+    Claim {
+        key,
+        fingerprint,
+        token: LeaseToken::random(),
+        lease: ttl.min(MINUTE),
+        ttl,
+    }
+}
+
+fn response(body: &'static str) -> StoredResponse {
+    StoredResponse::new(
+        StatusCode::CREATED,
+        HeaderMap::new(),
+        Bytes::from_static(body.as_bytes()),
+    )
+}
+
+/// Writes a record the way the store does, in `tx`, without committing.
+async fn insert_record(
+    tx: &mut sqlx::PgConnection,
+    table: &TableName,
+    key: &StoreKey,
+    fingerprint: &Fingerprint,
+    completed: Option<&StoredResponse>,
+) {
+    let sql = format!(
+        "INSERT INTO {table} (key, fingerprint, state, lease_token, lease_expires_at, expires_at, \
+         response_status, response_format, response, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, CASE WHEN $3 = 'in_flight' THEN now() + interval '1 minute' END, \
+         now() + interval '1 hour', $5, $6, $7, now(), now())"
+    );
+    let lease_token = completed
+        .is_none()
+        .then(|| LeaseToken::random().to_bytes().to_vec());
+    sqlx::query(AssertSqlSafe(sql))
+        .bind(key.as_bytes().to_vec())
+        .bind(fingerprint.to_bytes().to_vec())
+        .bind(if completed.is_some() {
+            "completed"
+        } else {
+            "in_flight"
+        })
+        .bind(lease_token)
+        .bind(completed.map(|r| r.status().as_u16() as i16))
+        .bind(completed.map(|_| 1_i16))
+        .bind(completed.map(StoredResponse::encode))
+        .execute(tx)
+        .await
+        .unwrap();
+}
+
+/// A claim that meets an uncommitted insert of its key waits for it, then reads the row that
+/// transaction committed, although its own snapshot predates it: here, a completed record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_racing_an_uncommitted_insert_answers_what_committed() {
+    let Some(url) = database_url("a_claim_racing_an_uncommitted_insert_answers_what_committed")
+    else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let admin = admin_pool(&url).await;
+    for completed in [None, Some(response("{\"id\":1}"))] {
+        let (key, fp) = (new_key(), fingerprint("{}"));
+        let mut other = admin.begin().await.unwrap();
+        insert_record(&mut other, store.table(), &key, &fp, completed.as_ref()).await;
+
+        let racing = tokio::spawn({
+            let store = store.clone();
+            async move { store.claim(claim(&key, &fp, MINUTE)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !racing.is_finished(),
+            "the claim must wait for the uncommitted insert"
+        );
+        other.commit().await.unwrap();
+
+        let outcome = racing.await.unwrap().expect("the claim failed");
+        match completed {
+            None => assert_eq!(outcome, ClaimOutcome::InFlight),
+            Some(stored) => assert_eq!(outcome, ClaimOutcome::Completed(stored)),
+        }
+    }
+    drop_table(&admin, &store.table().to_string()).await;
+}
+
+/// If the racing insert rolls back, the waiting claim gets the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_racing_an_insert_that_rolls_back_gets_the_key() {
+    let Some(url) = database_url("a_claim_racing_an_insert_that_rolls_back_gets_the_key") else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let admin = admin_pool(&url).await;
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    let mut other = admin.begin().await.unwrap();
+    insert_record(&mut other, store.table(), &key, &fp, None).await;
+    let racing = tokio::spawn({
+        let store = store.clone();
+        async move { store.claim(claim(&key, &fp, MINUTE)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    other.rollback().await.unwrap();
+    assert_eq!(racing.await.unwrap().unwrap(), ClaimOutcome::Claimed);
+    drop_table(&admin, &store.table().to_string()).await;
+}
+
+/// `lock_timeout` bounds the wait: a claim blocked by a transaction that never ends fails
+/// with an error (the runtime answers 503) instead of hanging the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_blocked_by_a_long_transaction_fails_after_the_lock_timeout() {
+    let Some(url) =
+        database_url("a_claim_blocked_by_a_long_transaction_fails_after_the_lock_timeout")
+    else {
+        return;
+    };
+    let admin = admin_pool(&url).await;
+    let table = postgres_support::fresh_name(&admin, "r").await;
+    let store = PostgresStore::builder()
+        .table(&table)
+        .unwrap()
+        .lock_timeout(Duration::from_millis(300))
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    let mut other = admin.begin().await.unwrap();
+    insert_record(&mut other, store.table(), &key, &fp, None).await;
+    let started = Instant::now();
+    let blocked = store.claim(claim(&key, &fp, MINUTE)).await;
+    let waited = started.elapsed();
+    assert!(
+        matches!(blocked, Err(StoreError::Backend(_))),
+        "expected a backend error, got {blocked:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(300),
+        "failed before the lock timeout: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(3), "waited {waited:?}");
+    other.rollback().await.unwrap();
+    assert_eq!(
+        store.claim(claim(&key, &fp, MINUTE)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    drop_table(&admin, &store.table().to_string()).await;
+}
+
+/// Replays, conflicts and mismatches are plain reads: they answer at once even while another
+/// transaction holds the record's row lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replays_and_conflicts_do_not_wait_for_row_locks() {
+    let Some(url) = database_url("replays_and_conflicts_do_not_wait_for_row_locks") else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let admin = admin_pool(&url).await;
+    let (done, running, fp) = (new_key(), new_key(), fingerprint("{}"));
+    let token = LeaseToken::random();
+    store
+        .claim(Claim {
+            token,
+            ..claim(&done, &fp, MINUTE)
+        })
+        .await
+        .unwrap();
+    store
+        .complete(&done, token, &response("{\"ok\":true}"), MINUTE)
+        .await
+        .unwrap();
+    store.claim(claim(&running, &fp, MINUTE)).await.unwrap();
+
+    let mut locker = admin.begin().await.unwrap();
+    let lock = format!("SELECT 1 FROM {} FOR UPDATE", store.table());
+    sqlx::query(AssertSqlSafe(lock))
+        .execute(&mut *locker)
+        .await
+        .unwrap();
+
+    let other = fingerprint("{\"other\":1}");
+    let started = Instant::now();
+    assert_eq!(
+        store.claim(claim(&done, &fp, MINUTE)).await.unwrap(),
+        ClaimOutcome::Completed(response("{\"ok\":true}"))
+    );
+    assert_eq!(
+        store.claim(claim(&running, &fp, MINUTE)).await.unwrap(),
+        ClaimOutcome::InFlight
+    );
+    assert!(matches!(
+        store.claim(claim(&done, &other, MINUTE)).await.unwrap(),
+        ClaimOutcome::Mismatch {
+            stored_algorithm: Some(_)
+        }
+    ));
+    let took = started.elapsed();
+    locker.rollback().await.unwrap();
+    assert!(
+        took < Duration::from_secs(1),
+        "the reads waited for the lock: {took:?}"
+    );
+    drop_table(&admin, &store.table().to_string()).await;
+}
+
+/// The SQL file is what `migrate` runs for the default name, and running either gives the
+/// same table; running `migrate` again changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_migration_file_and_function_are_the_same() {
+    let file = include_str!("../../idem-core/migrations/postgres/001_idempotency_records.sql");
+    assert_eq!(migration_sql(&TableName::default()), file);
+
+    let Some(url) = database_url("the_migration_file_and_function_are_the_same") else {
+        return;
+    };
+    let admin = admin_pool(&url).await;
+    let schema = fresh_schema(&admin).await;
+    // The file, as an operator would run it with psql, with the schema on the search path.
+    let mut conn = admin.acquire().await.unwrap();
+    let search = format!("SET search_path TO {schema}");
+    sqlx::query(AssertSqlSafe(search))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(file).execute(&mut *conn).await.unwrap();
+    sqlx::query("RESET search_path")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+    // The function, for another table of the same schema.
+    let by_function = format!("{schema}.by_function");
+    let store = PostgresStore::builder()
+        .table(&by_function)
+        .unwrap()
+        .build(admin.clone());
+    store.migrate().await.unwrap();
+    store.migrate().await.unwrap();
+
+    let by_file = describe(&admin, &schema, "idempotency_records").await;
+    assert_eq!(by_file, describe(&admin, &schema, "by_function").await);
+    assert!(
+        by_file.iter().any(|line| line.contains("(expires_at)")),
+        "{by_file:#?}"
+    );
+
+    // A store works on the table the file made, and migrating it again is harmless.
+    let on_file = PostgresStore::builder()
+        .table(&format!("{schema}.idempotency_records"))
+        .unwrap()
+        .build(admin.clone());
+    on_file.migrate().await.unwrap();
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    assert_eq!(
+        on_file.claim(claim(&key, &fp, MINUTE)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    drop_schema(&admin, &schema).await;
+}
+
+/// Columns, constraints and indexes of a table, with its name taken out.
+async fn describe(pool: &PgPool, schema: &str, table: &str) -> Vec<String> {
+    let columns: Vec<String> = sqlx::query_scalar(
+        "SELECT format('column %s %s %s %s', ordinal_position, column_name, data_type, is_nullable) \
+         FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 \
+         ORDER BY ordinal_position",
+    )
+    .bind(schema)
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let constraints: Vec<String> = sqlx::query_scalar(
+        "SELECT format('constraint %s', pg_get_constraintdef(c.oid)) \
+         FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
+         JOIN pg_namespace n ON n.oid = t.relnamespace \
+         WHERE n.nspname = $1 AND t.relname = $2 ORDER BY 1",
+    )
+    .bind(schema)
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "SELECT replace(replace(indexdef, $2, 'T'), indexname, 'I') FROM pg_indexes \
+         WHERE schemaname = $1 AND tablename = $2 ORDER BY 1",
+    )
+    .bind(schema)
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(!columns.is_empty(), "{schema}.{table} does not exist");
+    [columns, constraints, indexes].concat()
+}
+
+async fn fresh_schema(pool: &PgPool) -> String {
+    let schema = format!("idem_tests_{:016x}", rand::random::<u64>());
+    let create = format!("CREATE SCHEMA {schema}");
+    sqlx::query(AssertSqlSafe(create))
+        .execute(pool)
+        .await
+        .unwrap();
+    schema
+}
+
+async fn drop_schema(pool: &PgPool, schema: &str) {
+    let drop = format!("DROP SCHEMA {schema} CASCADE");
+    sqlx::query(AssertSqlSafe(drop))
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// Table names are plain or schema-qualified lowercase identifiers; anything else is refused
+/// with a typed error before it reaches SQL. A reserved word works, quoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_names_are_checked_and_quoted() {
+    let refused = |name: &str| PostgresStore::builder().table(name).err();
+    assert_eq!(refused(""), Some(TableNameError::Empty));
+    assert!(matches!(
+        refused("a.b.c"),
+        Some(TableNameError::TooManyParts(_))
+    ));
+    for bad in [
+        "Records",
+        "records; DROP TABLE x",
+        "idem.\"records\"",
+        "1st",
+        "re-cords",
+    ] {
+        assert!(
+            matches!(refused(bad), Some(TableNameError::InvalidIdentifier { .. })),
+            "{bad:?} was accepted"
+        );
+    }
+    assert!(matches!(
+        refused(&"r".repeat(49)),
+        Some(TableNameError::TooLong { max: 48, .. })
+    ));
+    assert!(refused("idem.idempotency_records").is_none());
+
+    let Some(url) = database_url("table_names_are_checked_and_quoted") else {
+        return;
+    };
+    let admin = admin_pool(&url).await;
+    let schema = fresh_schema(&admin).await;
+    let store = PostgresStore::builder()
+        .table(&format!("{schema}.order"))
+        .unwrap()
+        .build(admin.clone());
+    store.migrate().await.unwrap();
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    store
+        .claim(Claim {
+            token,
+            ..claim(&key, &fp, MINUTE)
+        })
+        .await
+        .unwrap();
+    store
+        .complete(&key, token, &response("{}"), MINUTE)
+        .await
+        .unwrap();
+    assert_eq!(count(&admin, &format!("{schema}.\"order\"")).await, 1);
+    drop_schema(&admin, &schema).await;
+}
+
+/// The sweeper deletes expired records in batches of the size asked for and keeps live ones,
+/// in flight or completed; the background sweeper does the same until stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_deletes_expired_records_in_batches() {
+    let Some(url) = database_url("the_sweeper_deletes_expired_records_in_batches") else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let admin = admin_pool(&url).await;
+    let table = store.table().to_string();
+    let short = Duration::from_millis(50);
+    let fp = fingerprint("{}");
+    // 25 expired: 15 completed with a short TTL, 10 abandoned claims.
+    for i in 0..25 {
+        let (key, token) = (new_key(), LeaseToken::random());
+        let lapsing = Claim {
+            key: &key,
+            fingerprint: &fp,
+            token,
+            lease: short,
+            ttl: short,
+        };
+        store.claim(lapsing).await.unwrap();
+        if i < 15 {
+            store
+                .complete(&key, token, &response("{}"), short)
+                .await
+                .unwrap();
+        }
+    }
+    // 5 live: 3 completed, 2 in flight.
+    for i in 0..5 {
+        let (key, token) = (new_key(), LeaseToken::random());
+        store
+            .claim(Claim {
+                token,
+                ..claim(&key, &fp, MINUTE)
+            })
+            .await
+            .unwrap();
+        if i < 3 {
+            store
+                .complete(&key, token, &response("{}"), MINUTE)
+                .await
+                .unwrap();
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(count(&admin, &table).await, 30);
+
+    assert_eq!(store.sweep_batch(10).await.unwrap(), 10);
+    assert_eq!(count(&admin, &table).await, 20);
+    assert_eq!(store.sweep(10).await.unwrap(), 15);
+    assert_eq!(count(&admin, &table).await, 5);
+    assert_eq!(store.sweep(10).await.unwrap(), 0);
+
+    // The background sweeper.
+    for _ in 0..7 {
+        let key = new_key();
+        let lapsing = Claim {
+            key: &key,
+            fingerprint: &fp,
+            token: LeaseToken::random(),
+            lease: short,
+            ttl: short,
+        };
+        store.claim(lapsing).await.unwrap();
+    }
+    assert_eq!(count(&admin, &table).await, 12);
+    let sweeper = store.spawn_sweeper(Duration::from_millis(100));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&admin, &table).await > 5 {
+        assert!(
+            Instant::now() < deadline,
+            "the background sweeper deleted nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sweeper.stop().await;
+    assert_eq!(count(&admin, &table).await, 5, "live records must be kept");
+    drop_table(&admin, &store.table().to_string()).await;
+}
