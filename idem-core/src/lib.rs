@@ -31,3 +31,7 @@ pub use crate::{
     scope::{Principal, ResolvePrincipal, Scope, StoreKey},
     store::{MemoryStore, Store},
 };
+
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use crate::store::RedisStore;

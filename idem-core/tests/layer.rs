@@ -934,6 +934,70 @@ async fn a_store_that_is_down_runs_the_handler_when_the_policy_says_so() {
     assert_eq!(counter.runs(), 2, "without a store nothing can be replayed");
 }
 
+/// A memory store whose first claim is applied but its answer lost, as when a reply times out.
+#[derive(Debug, Clone)]
+struct LostReply {
+    store: MemoryStore,
+    lost: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl Store for LostReply {
+    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        let outcome = self.store.claim(claim).await;
+        if !self.lost.swap(true, Ordering::SeqCst) {
+            return Err(StoreError::Timeout(Duration::from_millis(1)));
+        }
+        outcome
+    }
+    async fn complete(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.store.complete(key, token, response, ttl).await
+    }
+    async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
+        self.store.release(key, token).await
+    }
+    async fn renew(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        self.store.renew(key, token, lease).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_whose_answer_was_lost_does_not_block_its_key() {
+    let store = LostReply {
+        store: MemoryStore::default(),
+        lost: Arc::default(),
+    };
+    let idem = Idempotency::new(store);
+    let counter = Counter::default();
+    let app = app(&idem, global(), &counter);
+    let (status, headers, body) = send(&app, request(Some("lost"), BODY)).await;
+    problem(
+        status,
+        &headers,
+        &body,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store-unavailable",
+    );
+    // The claim landed although its answer did not; without its release the retry would get
+    // 409 for a whole lease (60 s), with no request running.
+    idem.shutdown().await;
+    let (status, headers, _) = send(&app, request(Some("lost"), BODY)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(!replayed(&headers));
+    assert_eq!(counter.runs(), 1);
+}
+
 #[test]
 #[should_panic(expected = "`ttl` (30s) is shorter than `lease` (60s)")]
 fn an_impossible_policy_is_refused_when_the_layer_is_built() {

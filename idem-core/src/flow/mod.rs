@@ -281,6 +281,7 @@ async fn acquire(
             Ok(outcome) => outcome,
             Err(error) => {
                 observe::record(Outcome::StoreError, route, &error);
+                release_abandoned_claim(idem, key, token);
                 return match policy.on_store_error {
                     OnStoreError::Fail => Acquired::Answer(store_unavailable(
                         policy,
@@ -333,6 +334,19 @@ async fn acquire(
             }
         }
     }
+}
+
+/// A claim that failed with a timeout or a lost reply may still have been applied, leaving the
+/// key in flight under a token nobody holds until its lease lapses. Releasing under that token
+/// is harmless if the claim never landed and frees the key at once if it did; it runs in the
+/// background so the refused request is answered without waiting for a store that is failing.
+fn release_abandoned_claim(idem: &Idempotency, key: &StoreKey, token: LeaseToken) {
+    let (runtime, key) = (idem.clone(), *key);
+    idem.tasks().spawn(async move {
+        let _ = runtime
+            .call_store(runtime.store().release(&key, token))
+            .await;
+    });
 }
 
 fn mismatch(

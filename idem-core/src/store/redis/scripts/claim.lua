@@ -1,0 +1,32 @@
+-- claim: KEYS[1] the record; ARGV fingerprint, token, lease ms, in-flight lifetime ms.
+-- Answers {'claimed'}, {'in_flight'}, {'completed', response}, {'mismatch', stored fp}.
+local key = KEYS[1]
+local fp, token, lease, lifetime = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local now = now_ms()
+
+local record, err = load(key)
+if err then
+  return err
+end
+if record then
+  -- One fingerprint per key, whatever the record's state.
+  if record.fp ~= fp then
+    return {'mismatch', record.fp}
+  end
+  if record.state == 'done' then
+    local response = redis.call('HGET', key, 'response')
+    if not response then
+      return {'corrupt', 'a completed record without response'}
+    end
+    return {'completed', response}
+  end
+  if record.lease_until > now then
+    return {'in_flight'}
+  end
+  -- The holder's lease lapsed: take over below, fencing it out with the new token.
+end
+
+redis.call('HSET', key, 'v', VERSION, 'state', 'in_flight', 'fp', fp, 'token', token,
+  'lease_until', int(now + tonumber(lease)))
+redis.call('PEXPIRE', key, lifetime)
+return {'claimed'}

@@ -1,0 +1,539 @@
+//! [`RedisStore`] against a real Redis: the store conformance suite, the number of round
+//! trips of each operation, the record layout on the server, and records it cannot read.
+//!
+//! Needs `IDEM_TEST_REDIS_URL` (CI sets `redis://127.0.0.1:6379`); skipped without it.
+
+mod redis_support;
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use idem_core::{
+    RedisStore, StoreKey,
+    fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode},
+    replay::StoredResponse,
+    store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
+};
+use redis::{AsyncCommands, aio::MultiplexedConnection};
+use redis_support::redis_url;
+
+async fn fresh_store() -> Option<Arc<dyn Store>> {
+    let url = redis_url()?;
+    Some(Arc::new(redis_support::connect(&url).await))
+}
+
+idem_core::store_conformance_tests!(fresh_store());
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn new_key() -> StoreKey {
+    StoreKey::from_bytes(rand::random())
+}
+
+fn fingerprint(body: &str) -> Fingerprint {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Fingerprint::compute(
+        &Method::POST,
+        "/payments",
+        &headers,
+        body.as_bytes(),
+        FingerprintMode::Json,
+    )
+}
+
+fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken) -> Claim<'a> {
+    Claim {
+        key,
+        fingerprint,
+        token,
+        lease: MINUTE,
+        ttl: MINUTE,
+    }
+}
+
+fn response() -> StoredResponse {
+    StoredResponse::new(
+        StatusCode::CREATED,
+        HeaderMap::new(),
+        Bytes::from_static(b"{\"id\":1}"),
+    )
+}
+
+/// A store on a connection of its own, and a second connection to look at the server.
+async fn store_and_side_connection(
+    url: &str,
+) -> (RedisStore<MultiplexedConnection>, MultiplexedConnection) {
+    let client = redis::Client::open(url).unwrap();
+    let store =
+        redis_support::builder().build(client.get_multiplexed_async_connection().await.unwrap());
+    let side = client.get_multiplexed_async_connection().await.unwrap();
+    (store, side)
+}
+
+/// Watches the commands one connection sends, through `MONITOR`.
+struct CommandLog {
+    lines: std::pin::Pin<Box<dyn futures_util::Stream<Item = String> + Send>>,
+    side: MultiplexedConnection,
+    /// How the server names the watched connection in MONITOR lines: ` <ip>:<port>]`.
+    watched: String,
+    markers: u32,
+}
+
+impl CommandLog {
+    async fn start(url: &str, watched: &mut MultiplexedConnection) -> Self {
+        let info: String = redis::cmd("CLIENT")
+            .arg("INFO")
+            .query_async(watched)
+            .await
+            .unwrap();
+        let address = info
+            .split_whitespace()
+            .find_map(|field| field.strip_prefix("addr="))
+            .expect("CLIENT INFO names the address")
+            .to_owned();
+        let client = redis::Client::open(url).unwrap();
+        let monitor = client.get_async_monitor().await.unwrap();
+        Self {
+            lines: Box::pin(monitor.into_on_message::<String>()),
+            side: client.get_multiplexed_async_connection().await.unwrap(),
+            watched: format!(" {address}]"),
+            markers: 0,
+        }
+    }
+
+    /// Sends a marker from the side connection and reads the log up to it. MONITOR lists
+    /// commands in the order the server ran them, so every command that ran before the
+    /// marker is in the lines read.
+    async fn read_to_marker(&mut self) -> Vec<String> {
+        self.markers += 1;
+        let marker = format!("idem-marker-{:08x}-{}", rand::random::<u32>(), self.markers);
+        let _: String = redis::cmd("ECHO")
+            .arg(&marker)
+            .query_async(&mut self.side)
+            .await
+            .unwrap();
+        let mut lines = Vec::new();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(5), self.lines.next())
+                .await
+                .expect("MONITOR went quiet")
+                .expect("MONITOR ended");
+            if line.contains(&marker) {
+                return lines;
+            }
+            lines.push(line);
+        }
+    }
+
+    /// The commands the watched connection sent while `operation` ran, by name.
+    async fn commands_of<T>(&mut self, operation: impl Future<Output = T>) -> (T, Vec<String>) {
+        self.read_to_marker().await;
+        let output = operation.await;
+        let lines = self.read_to_marker().await;
+        let commands = lines
+            .iter()
+            .filter(|line| line.contains(&self.watched))
+            .map(|line| {
+                // `<time> [<db> <addr>] "<COMMAND>" "<arg>" ...`
+                let after = &line[line.find(&self.watched).unwrap() + self.watched.len()..];
+                after.split('"').nth(1).unwrap_or_default().to_uppercase()
+            })
+            .collect();
+        (output, commands)
+    }
+}
+
+/// A claim is one round trip whatever it finds, and so are completion, renewal and release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_is_one_round_trip() {
+    let Some(url) = redis_url() else { return };
+    let (store, _) = store_and_side_connection(&url).await;
+    let fp = fingerprint("{\"amount\":100}");
+
+    // Load every script once, as a running service has.
+    let warm = new_key();
+    let token = LeaseToken::random();
+    store.claim(claim(&warm, &fp, token)).await.unwrap();
+    store.renew(&warm, token, MINUTE).await.unwrap();
+    store.release(&warm, token).await.unwrap();
+    store.claim(claim(&warm, &fp, token)).await.unwrap();
+    store
+        .complete(&warm, token, &response(), MINUTE)
+        .await
+        .unwrap();
+
+    let mut log = CommandLog::start(&url, &mut store.connection().clone()).await;
+    let one = vec!["EVALSHA".to_owned()];
+    let (key, holder) = (new_key(), LeaseToken::random());
+
+    let (outcome, commands) = log.commands_of(store.claim(claim(&key, &fp, holder))).await;
+    assert_eq!(outcome.unwrap(), ClaimOutcome::Claimed);
+    assert_eq!(commands, one, "claim of a fresh key");
+
+    let (outcome, commands) = log
+        .commands_of(store.claim(claim(&key, &fp, LeaseToken::random())))
+        .await;
+    assert_eq!(outcome.unwrap(), ClaimOutcome::InFlight);
+    assert_eq!(commands, one, "claim of a key in flight");
+
+    let (outcome, commands) = log.commands_of(store.renew(&key, holder, MINUTE)).await;
+    outcome.unwrap();
+    assert_eq!(commands, one, "renewal");
+
+    let (outcome, commands) = log
+        .commands_of(store.complete(&key, holder, &response(), MINUTE))
+        .await;
+    outcome.unwrap();
+    assert_eq!(commands, one, "completion");
+
+    let (outcome, commands) = log
+        .commands_of(store.claim(claim(&key, &fp, LeaseToken::random())))
+        .await;
+    assert_eq!(outcome.unwrap(), ClaimOutcome::Completed(response()));
+    assert_eq!(commands, one, "claim of a completed key (replay)");
+
+    let other = fingerprint("{\"amount\":200}");
+    let (outcome, commands) = log
+        .commands_of(store.claim(claim(&key, &other, LeaseToken::random())))
+        .await;
+    assert!(matches!(outcome.unwrap(), ClaimOutcome::Mismatch { .. }));
+    assert_eq!(commands, one, "claim with another fingerprint");
+
+    let (released, holder) = (new_key(), LeaseToken::random());
+    store.claim(claim(&released, &fp, holder)).await.unwrap();
+    let (outcome, commands) = log.commands_of(store.release(&released, holder)).await;
+    outcome.unwrap();
+    assert_eq!(commands, one, "release");
+}
+
+/// A Redis restart forgets the scripts: the next call is refused NOSCRIPT, loads its script
+/// and runs again, once. On a server of the test's own, since flushing the shared one would
+/// disturb the counts above when tests run side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_script_is_loaded_again_once() {
+    if redis_url().is_none() {
+        return;
+    }
+    let Some(server) = redis_support::RedisServer::start(&[]).await else {
+        return;
+    };
+    let (store, mut side) = store_and_side_connection(&server.url()).await;
+    let fp = fingerprint("{}");
+    store
+        .claim(claim(&new_key(), &fp, LeaseToken::random()))
+        .await
+        .unwrap();
+    let mut log = CommandLog::start(&server.url(), &mut store.connection().clone()).await;
+
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut side)
+        .await
+        .unwrap();
+    let (outcome, commands) = log
+        .commands_of(store.claim(claim(&new_key(), &fp, LeaseToken::random())))
+        .await;
+    assert_eq!(outcome.unwrap(), ClaimOutcome::Claimed);
+    assert_eq!(
+        commands,
+        ["EVALSHA", "SCRIPT", "EVALSHA"],
+        "claim after SCRIPT FLUSH"
+    );
+    let (outcome, commands) = log
+        .commands_of(store.claim(claim(&new_key(), &fp, LeaseToken::random())))
+        .await;
+    assert_eq!(outcome.unwrap(), ClaimOutcome::Claimed);
+    assert_eq!(commands, ["EVALSHA"], "the next claim");
+}
+
+/// The record is a hash under `<prefix>{<hex>}` whose lease and expiry follow the server's
+/// clock: `max(ttl, lease)` while in flight, `ttl` once completed.
+#[tokio::test]
+async fn records_are_laid_out_as_documented() {
+    let Some(url) = redis_url() else { return };
+    let (store, mut side) = store_and_side_connection(&url).await;
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    let redis_key = store.redis_key(&key);
+    assert_eq!(redis_key, format!("{}{{{}}}", store.prefix(), key.to_hex()));
+
+    let lease = Duration::from_secs(30);
+    let ttl = Duration::from_secs(600);
+    store
+        .claim(Claim {
+            lease,
+            ttl,
+            ..claim(&key, &fp, token)
+        })
+        .await
+        .unwrap();
+    let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut side).await.unwrap();
+    let server_now = seconds * 1000 + micros / 1000;
+    let fields: std::collections::HashMap<String, Vec<u8>> =
+        side.hgetall(&redis_key).await.unwrap();
+    let text = |name: &str| String::from_utf8(fields[name].clone()).unwrap();
+    assert_eq!(text("v"), "1");
+    assert_eq!(text("state"), "in_flight");
+    assert_eq!(text("fp"), hex_of(&fp.to_bytes()));
+    assert_eq!(text("token"), format!("{:032x}", token.as_u128()));
+    let lease_until: i64 = text("lease_until").parse().unwrap();
+    let lease_left = lease_until - server_now;
+    assert!(
+        (29_000..=30_000).contains(&lease_left),
+        "lease ends {lease_left} ms from the server's now"
+    );
+    assert!(!fields.contains_key("response"));
+    let pttl: i64 = side.pttl(&redis_key).await.unwrap();
+    assert!(
+        (599_000..=600_000).contains(&pttl),
+        "in flight: pttl {pttl}"
+    );
+
+    store
+        .complete(&key, token, &response(), Duration::from_secs(120))
+        .await
+        .unwrap();
+    let fields: std::collections::HashMap<String, Vec<u8>> =
+        side.hgetall(&redis_key).await.unwrap();
+    let mut names: Vec<_> = fields.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["fp", "response", "state", "v"]);
+    assert_eq!(fields["state"], b"done");
+    assert_eq!(fields["response"], response().encode());
+    let pttl: i64 = side.pttl(&redis_key).await.unwrap();
+    assert!(
+        (119_000..=120_000).contains(&pttl),
+        "completed: pttl {pttl}"
+    );
+
+    // A renewal keeps the record alive at least one lease, never shortens it.
+    let (short, holder) = (new_key(), LeaseToken::random());
+    store
+        .claim(Claim {
+            lease: Duration::from_secs(1),
+            ttl: Duration::from_secs(1),
+            ..claim(&short, &fp, holder)
+        })
+        .await
+        .unwrap();
+    store
+        .renew(&short, holder, Duration::from_secs(90))
+        .await
+        .unwrap();
+    let pttl: i64 = side.pttl(store.redis_key(&short)).await.unwrap();
+    assert!((89_000..=90_000).contains(&pttl), "renewed: pttl {pttl}");
+    store
+        .renew(&short, holder, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let pttl: i64 = side.pttl(store.redis_key(&short)).await.unwrap();
+    assert!(
+        pttl > 80_000,
+        "a short renewal shortened the record: pttl {pttl}"
+    );
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn assert_corrupt<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+    assert!(
+        matches!(result, Err(StoreError::Corrupt(_))),
+        "{what}: expected Corrupt, got {result:?}"
+    );
+}
+
+/// A record the store cannot read is an error to every call, and is left as it is.
+#[tokio::test]
+async fn unreadable_records_are_corrupt_and_left_alone() {
+    let Some(url) = redis_url() else { return };
+    let (store, mut side) = store_and_side_connection(&url).await;
+    let fp = fingerprint("{}");
+    let token = LeaseToken::random();
+
+    // Another type at the key.
+    let key = new_key();
+    let _: () = side
+        .set(store.redis_key(&key), "not a record")
+        .await
+        .unwrap();
+    assert_corrupt(
+        store.claim(claim(&key, &fp, token)).await,
+        "a string at the key",
+    );
+    assert_corrupt(store.release(&key, token).await, "release of a string");
+    let kept: String = side.get(store.redis_key(&key)).await.unwrap();
+    assert_eq!(kept, "not a record");
+
+    // A format version this build does not know.
+    let key = new_key();
+    let future_record = [("v", "2"), ("state", "done"), ("layout", "something new")];
+    let _: () = side
+        .hset_multiple(store.redis_key(&key), &future_record)
+        .await
+        .unwrap();
+    let outcome = store.claim(claim(&key, &fp, token)).await;
+    match &outcome {
+        Err(StoreError::Corrupt(why)) => {
+            assert!(why.to_string().contains("version \"2\""), "{why}")
+        }
+        other => panic!("a version 2 record: expected Corrupt, got {other:?}"),
+    }
+    assert_corrupt(
+        store.complete(&key, token, &response(), MINUTE).await,
+        "completion of a version 2 record",
+    );
+    assert_corrupt(
+        store.renew(&key, token, MINUTE).await,
+        "renewal of a version 2 record",
+    );
+    let version: String = side.hget(store.redis_key(&key), "v").await.unwrap();
+    assert_eq!(version, "2", "the unknown record was overwritten");
+
+    // A record without a version at all.
+    let key = new_key();
+    let _: () = side
+        .hset(store.redis_key(&key), "state", "done")
+        .await
+        .unwrap();
+    assert_corrupt(
+        store.claim(claim(&key, &fp, token)).await,
+        "a hash without version",
+    );
+
+    // A completed record whose response does not decode.
+    let key = new_key();
+    let garbled = [
+        ("v", b"1".to_vec()),
+        ("state", b"done".to_vec()),
+        ("fp", hex_of(&fp.to_bytes()).into_bytes()),
+        ("response", vec![0x01, 0x00, 0x00]),
+    ];
+    let _: () = side
+        .hset_multiple(store.redis_key(&key), &garbled)
+        .await
+        .unwrap();
+    assert_corrupt(
+        store.claim(claim(&key, &fp, token)).await,
+        "an undecodable response",
+    );
+
+    // An in-flight record with a lease that is not a number.
+    let key = new_key();
+    let broken = [
+        ("v", "1".to_owned()),
+        ("state", "in_flight".to_owned()),
+        ("fp", hex_of(&fp.to_bytes())),
+        ("token", format!("{:032x}", token.as_u128())),
+        ("lease_until", "soon".to_owned()),
+    ];
+    let _: () = side
+        .hset_multiple(store.redis_key(&key), &broken)
+        .await
+        .unwrap();
+    assert_corrupt(
+        store.claim(claim(&key, &fp, token)).await,
+        "a lease that is no number",
+    );
+    assert_corrupt(
+        store.release(&key, token).await,
+        "release of a broken record",
+    );
+}
+
+/// A stored fingerprint of an algorithm this build does not know is still a mismatch, and
+/// says the algorithm is unknown.
+#[tokio::test]
+async fn a_fingerprint_of_an_unknown_algorithm_is_a_mismatch_without_algorithm() {
+    let Some(url) = redis_url() else { return };
+    let (store, mut side) = store_and_side_connection(&url).await;
+    let key = new_key();
+    let mut unknown = [7u8; 33];
+    unknown[0] = 0xee;
+    let stored = [
+        ("v", b"1".to_vec()),
+        ("state", b"done".to_vec()),
+        ("fp", hex_of(&unknown).into_bytes()),
+        ("response", response().encode()),
+    ];
+    let _: () = side
+        .hset_multiple(store.redis_key(&key), &stored)
+        .await
+        .unwrap();
+    let fp = fingerprint("{}");
+    assert_eq!(
+        store
+            .claim(claim(&key, &fp, LeaseToken::random()))
+            .await
+            .unwrap(),
+        ClaimOutcome::Mismatch {
+            stored_algorithm: None
+        }
+    );
+
+    // And a known one is named.
+    let (key, token) = (new_key(), LeaseToken::random());
+    let raw = Fingerprint::compute(
+        &Method::POST,
+        "/payments",
+        &HeaderMap::new(),
+        b"x",
+        FingerprintMode::Raw,
+    );
+    store.claim(claim(&key, &raw, token)).await.unwrap();
+    assert_eq!(
+        store
+            .claim(claim(&key, &fp, LeaseToken::random()))
+            .await
+            .unwrap(),
+        ClaimOutcome::Mismatch {
+            stored_algorithm: Some(FingerprintAlgorithm::RawSha256V1)
+        }
+    );
+}
+
+/// Two stores with different prefixes on one Redis do not see each other's records.
+#[tokio::test]
+async fn prefixes_keep_stores_apart() {
+    let Some(url) = redis_url() else { return };
+    let (one, two) = (
+        redis_support::connect(&url).await,
+        redis_support::connect(&url).await,
+    );
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    assert_eq!(
+        one.claim(claim(&key, &fp, LeaseToken::random()))
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        two.claim(claim(&key, &fp, LeaseToken::random()))
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+}
+
+/// A Redis that is not there is an error at connect time, not a store that answers "absent".
+#[tokio::test]
+async fn connecting_to_nothing_fails() {
+    let Some(_) = redis_url() else { return };
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let started = std::time::Instant::now();
+    let result = RedisStore::builder()
+        .connection_timeout(Duration::from_millis(200))
+        .connect(format!("redis://127.0.0.1:{port}"))
+        .await;
+    assert!(result.is_err());
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
