@@ -3,15 +3,18 @@
 //! | `IDEM_STORE` | idempotency records | payments, refunds, transfers |
 //! | --- | --- | --- |
 //! | unset, empty or `memory` | `MemoryStore`, in this process | in this process's memory |
+//! | `redis://...` | `RedisStore`, shared by every shop on that Redis | in this process's memory |
 //! | `postgres://...` | `PostgresStore` | PostgreSQL tables, written in the record's transaction |
 //!
 //! The shop's data follows the store only in PostgreSQL, where the point is that a payment
-//! row and its record commit together.
+//! row and its record commit together. With Redis, several shops share their idempotency
+//! records (a key sent to two of them runs once) but each keeps its own payments: a real
+//! service would keep those in a shared database too.
 
 use std::{fmt, str::FromStr, time::Duration};
 
 use idem_core::{
-    Idempotency, MemoryStore,
+    Idempotency, MemoryStore, RedisStore,
     store::{PostgresStore, StoreError, postgres::SweeperHandle},
 };
 
@@ -22,6 +25,8 @@ use crate::ledger::{Ledger, PostgresLedger};
 pub enum StoreChoice {
     /// The embedded `MemoryStore`.
     Memory,
+    /// A Redis server: `redis://`, `rediss://` (TLS) or `redis+unix://`.
+    Redis(String),
     /// A PostgreSQL database: `postgres://` or `postgresql://`.
     Postgres(String),
 }
@@ -36,6 +41,7 @@ impl FromStr for StoreChoice {
         }
         let scheme = value.split_once("://").map(|(scheme, _)| scheme);
         match scheme {
+            Some("redis" | "rediss" | "redis+unix" | "unix") => Ok(Self::Redis(value.to_owned())),
             Some("postgres" | "postgresql") => Ok(Self::Postgres(value.to_owned())),
             _ => Err(BackendError::UnknownStore(redact(value))),
         }
@@ -46,7 +52,7 @@ impl fmt::Display for StoreChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Memory => f.write_str("memory"),
-            Self::Postgres(url) => f.write_str(&redact(url)),
+            Self::Redis(url) | Self::Postgres(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -79,6 +85,8 @@ pub fn redact(url: &str) -> String {
 pub enum BackendError {
     /// `IDEM_STORE` names no store the shop knows.
     UnknownStore(String),
+    /// Redis could not be reached.
+    Redis(Box<dyn std::error::Error + Send + Sync>),
     /// The database could not be reached or migrated.
     Postgres(sqlx::Error),
     /// The idempotency table could not be migrated.
@@ -90,9 +98,10 @@ impl fmt::Display for BackendError {
         match self {
             Self::UnknownStore(value) => write!(
                 f,
-                "IDEM_STORE={value:?} names no store; use `memory` (the default) or \
-                 `postgres://user@host/db`"
+                "IDEM_STORE={value:?} names no store; use `memory` (the default), \
+                 `redis://host:6379` or `postgres://user@host/db`"
             ),
+            Self::Redis(error) => write!(f, "Redis: {error}"),
             Self::Postgres(error) => write!(f, "PostgreSQL: {error}"),
             Self::Store(error) => write!(f, "the idempotency store: {error}"),
         }
@@ -103,6 +112,7 @@ impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::UnknownStore(_) => None,
+            Self::Redis(error) => Some(&**error),
             Self::Postgres(error) => Some(error),
             Self::Store(error) => Some(error),
         }
@@ -136,6 +146,14 @@ impl Backend {
     pub async fn open(choice: &StoreChoice) -> Result<Self, BackendError> {
         match choice {
             StoreChoice::Memory => Ok(Self::memory()),
+            StoreChoice::Redis(url) => {
+                let store = RedisStore::connect(url.as_str())
+                    .await
+                    .map_err(|error| BackendError::Redis(error.into()))?;
+                let mut backend = Self::redis(store);
+                backend.records = format!("RedisStore ({})", redact(url));
+                Ok(backend)
+            }
             StoreChoice::Postgres(url) => {
                 let store = PostgresStore::connect(url)
                     .await
@@ -144,6 +162,17 @@ impl Backend {
                 backend.records = format!("PostgresStore ({})", redact(url));
                 Ok(backend)
             }
+        }
+    }
+
+    /// Records in Redis, shared with every shop on the same server; the shop's data in this
+    /// process's memory.
+    pub fn redis(store: RedisStore) -> Self {
+        Self {
+            idem: Idempotency::new(store),
+            ledger: Ledger::memory(),
+            records: "RedisStore".to_owned(),
+            sweeper: None,
         }
     }
 

@@ -27,7 +27,7 @@ options:
   -h, --help         this text
 
 environment:
-  IDEM_STORE              memory (default) or postgres://user@host/db
+  IDEM_STORE              memory (default), redis://host:6379 or postgres://user@host/db
   SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
   SHOP_REFUND_DELAY_MS    how long the bank takes per refund (default 1000)
   SHOP_WEBHOOK_SECRET     the key of the bank's webhook signatures (default whsec_demo)
