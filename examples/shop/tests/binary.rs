@@ -1,0 +1,115 @@
+//! The `shop` binary as a user runs it: it starts with no services, says where it listens,
+//! serves, and on SIGTERM finishes the request in progress before it exits.
+
+use std::{process::Stdio, time::Duration};
+
+use serde_json::json;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, BufReader},
+    process::{Child, ChildStdout, Command},
+};
+
+/// Starts the binary on a free port with `vars`, and answers it, its stdout and its address.
+async fn start(vars: &[(&str, &str)]) -> (Child, BufReader<ChildStdout>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shop"));
+    command
+        .env_remove("IDEM_STORE")
+        .env("SHOP_ADDR", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("the shop starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut first))
+        .await
+        .expect("the shop says where it listens")
+        .unwrap();
+    let address = first
+        .trim()
+        .strip_prefix("shop: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+        .to_owned();
+    (child, stdout, address)
+}
+
+#[tokio::test]
+async fn the_binary_serves_on_memory_and_finishes_a_transfer_on_sigterm() {
+    let (mut child, mut stdout, address) = start(&[("SHOP_TRANSFER_DELAY_MS", "700")]).await;
+    let mut banner = String::new();
+    for _ in 0..3 {
+        stdout.read_line(&mut banner).await.unwrap();
+    }
+    assert!(banner.contains("MemoryStore"), "{banner}");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let health = client
+        .get(format!("{address}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+
+    let transfer = client
+        .post(format!("{address}/transfers"))
+        .bearer_auth("alice")
+        .header("idempotency-key", "binary-test-transfer")
+        .json(&json!({ "amount": 50000, "currency": "JPY", "toAccount": "0000000" }))
+        .send();
+    let transfer = tokio::spawn(transfer);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let pid = child.id().unwrap().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+
+    let answer = transfer
+        .await
+        .unwrap()
+        .expect("the request in progress is answered");
+    assert_eq!(answer.status(), 201);
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("the shop exits")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).await.unwrap();
+    assert!(rest.trim_end().ends_with("shop: stopped"), "{rest}");
+}
+
+#[tokio::test]
+async fn the_binary_explains_its_settings() {
+    let output = Command::new(env!("CARGO_BIN_EXE_shop"))
+        .arg("--help")
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    let usage = String::from_utf8(output.stdout).unwrap();
+    for setting in [
+        "--addr",
+        "SHOP_ADDR",
+        "IDEM_STORE",
+        "SHOP_TRANSFER_DELAY_MS",
+    ] {
+        assert!(usage.contains(setting), "{setting}: {usage}");
+    }
+
+    let output = Command::new(env!("CARGO_BIN_EXE_shop"))
+        .env("IDEM_STORE", "mysql://db/shop")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let error = String::from_utf8(output.stderr).unwrap();
+    assert!(error.contains("IDEM_STORE"), "{error}");
+}
