@@ -405,6 +405,12 @@ async fn every_error_is_problem_json() {
     send(api.get("/payments/pay_nonexistent", &alice))
         .await
         .problem_of(404, "payment-not-found");
+    send(api.get("/payments/%FF", &alice))
+        .await
+        .problem_of(404, "payment-not-found");
+    send(api.post("/payments/%FF/receipt", Some(&alice), None))
+        .await
+        .problem_of(404, "payment-not-found");
     send(
         api.post(
             &format!("/payments/{bobs}/refunds"),

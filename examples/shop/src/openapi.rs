@@ -33,7 +33,7 @@ use crate::{
 /// The header of an operation that requires a key.
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Header)]
-pub struct IdempotencyKey {
+pub struct IdempotencyKeyHeader {
     /// A new unique value for each operation (a UUID, say), and the same value on every retry
     /// of it. 1 to 255 visible ASCII characters, sent as an RFC 9651 sf-string
     /// (`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, the IETF draft) or bare
@@ -51,7 +51,7 @@ pub struct IdempotencyKey {
 /// The header of an operation where a key is optional.
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Header)]
-pub struct OptionalIdempotencyKey {
+pub struct OptionalIdempotencyKeyHeader {
     /// Optional: without one the request simply runs; with one, a retry gets the first
     /// answer. 1 to 255 visible ASCII characters, as an RFC 9651 sf-string (`"abc"`) or bare
     /// (`abc`): both name the same key.
@@ -67,7 +67,7 @@ pub struct OptionalIdempotencyKey {
 /// The header of an operation that takes only the IETF draft's spelling.
 #[derive(Debug, IntoParams)]
 #[into_params(parameter_in = Header)]
-pub struct StrictIdempotencyKey {
+pub struct StrictIdempotencyKeyHeader {
     /// Required, and only as an RFC 9651 sf-string: a double-quoted string of 1 to 255
     /// visible ASCII characters (`"evt_1NG8Du2eZvKYlo2C"`). A bare key is answered 400.
     #[param(

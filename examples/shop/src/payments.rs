@@ -5,8 +5,8 @@
 
 use axum::{
     Json,
-    extract::{Path, State},
-    http::{StatusCode, header},
+    extract::{FromRequestParts, Path, State},
+    http::{StatusCode, header, request::Parts},
 };
 use idem_core::{idempotent, store::postgres::Tx};
 use serde::Deserialize;
@@ -17,7 +17,7 @@ use crate::{
     auth::User,
     json::{ValidJson, Validate},
     model::{Payment, PaymentList, new_id, now, rules},
-    openapi::IdempotencyKey,
+    openapi::IdempotencyKeyHeader,
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
 
@@ -54,7 +54,7 @@ pub type Created<T> = (StatusCode, [(header::HeaderName, String); 1], Json<T>);
     post,
     path = "/payments",
     tag = "payments",
-    params(IdempotencyKey),
+    params(IdempotencyKeyHeader),
     request_body = NewPayment,
     security(("bearer" = [])),
     responses(
@@ -132,13 +132,36 @@ pub async fn list_payments(
 pub async fn get_payment(
     State(shop): State<Shop>,
     user: User,
-    Path(id): Path<String>,
+    PaymentId(id): PaymentId,
 ) -> Result<Json<Payment>, ShopError> {
     shop.ledger()
         .payment(user.id(), &id)
         .await?
         .map(Json)
         .ok_or_else(|| payment_not_found(&id).into())
+}
+
+/// The `{id}` of a payment's path. A path whose id is not even UTF-8 names no payment: it is
+/// answered 404 Problem Details, like any other unknown id, rather than axum's plain-text 400.
+#[derive(Debug)]
+pub struct PaymentId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PaymentId {
+    type Rejection = ShopProblem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(id)) => Ok(Self(id)),
+            Err(rejection) => Err(ShopProblem::new(
+                ShopProblemKind::PaymentNotFound,
+                format!(
+                    "there is no payment at {}: {}",
+                    parts.uri.path(),
+                    rejection.body_text()
+                ),
+            )),
+        }
+    }
 }
 
 /// The 404 for a payment the caller does not have.

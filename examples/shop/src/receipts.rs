@@ -5,11 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use axum::{
-    Json,
-    extract::{Path, State},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use idem_core::idempotent;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -18,8 +14,8 @@ use crate::{
     Shop,
     auth::User,
     model::{new_id, now},
-    openapi::OptionalIdempotencyKey,
-    payments::payment_not_found,
+    openapi::OptionalIdempotencyKeyHeader,
+    payments::{PaymentId, payment_not_found},
     problem::{ProblemBody, ShopError},
 };
 
@@ -74,7 +70,7 @@ impl Mailer {
     post,
     path = "/payments/{id}/receipt",
     tag = "payments",
-    params(("id" = String, Path, description = "The payment's id"), OptionalIdempotencyKey),
+    params(("id" = String, Path, description = "The payment's id"), OptionalIdempotencyKeyHeader),
     security(("bearer" = [])),
     responses(
         (status = 202, description = "The receipt is on its way", body = Receipt),
@@ -89,7 +85,7 @@ impl Mailer {
 pub async fn send_receipt(
     State(shop): State<Shop>,
     user: User,
-    Path(payment_id): Path<String>,
+    PaymentId(payment_id): PaymentId,
 ) -> Result<(StatusCode, Json<Receipt>), ShopError> {
     let payment = shop
         .ledger()

@@ -1,10 +1,6 @@
 //! `POST /payments/{id}/refunds`: gives (part of) a payment back, through the bank.
 
-use axum::{
-    Json,
-    extract::{Path, State},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use idem_core::{idempotent, store::postgres::Tx};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -15,8 +11,8 @@ use crate::{
     json::{ValidJson, Validate},
     ledger::RefundOutcome,
     model::{Refund, new_id, now, rules},
-    openapi::IdempotencyKey,
-    payments::payment_not_found,
+    openapi::IdempotencyKeyHeader,
+    payments::{PaymentId, payment_not_found},
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
 
@@ -49,7 +45,7 @@ impl Validate for NewRefund {
     post,
     path = "/payments/{id}/refunds",
     tag = "payments",
-    params(("id" = String, Path, description = "The payment's id"), IdempotencyKey),
+    params(("id" = String, Path, description = "The payment's id"), IdempotencyKeyHeader),
     request_body = NewRefund,
     security(("bearer" = [])),
     responses(
@@ -70,7 +66,7 @@ impl Validate for NewRefund {
 pub async fn create_refund(
     State(shop): State<Shop>,
     user: User,
-    Path(payment_id): Path<String>,
+    PaymentId(payment_id): PaymentId,
     mut tx: Tx,
     ValidJson(new): ValidJson<NewRefund>,
 ) -> Result<(StatusCode, Json<Refund>), ShopError> {

@@ -11,7 +11,7 @@ use crate::{
     auth::User,
     json::{ValidJson, Validate},
     model::{Transfer, TransferList, new_id, now, rules},
-    openapi::IdempotencyKey,
+    openapi::IdempotencyKeyHeader,
     problem::{FieldError, ProblemBody, ShopError},
 };
 
@@ -50,7 +50,7 @@ impl Validate for NewTransfer {
     post,
     path = "/transfers",
     tag = "transfers",
-    params(IdempotencyKey),
+    params(IdempotencyKeyHeader),
     request_body = NewTransfer,
     security(("bearer" = [])),
     responses(

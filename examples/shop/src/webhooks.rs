@@ -19,7 +19,7 @@ use crate::{
     bank::SIGNATURE_HEADER,
     json::{BodyRejection, Validate, is_json, parse},
     model::Transfer,
-    openapi::StrictIdempotencyKey,
+    openapi::StrictIdempotencyKeyHeader,
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
 
@@ -94,7 +94,7 @@ impl FromRequest<Shop> for SignedEvent {
     post,
     path = "/webhooks/bank",
     tag = "webhooks",
-    params(StrictIdempotencyKey),
+    params(StrictIdempotencyKeyHeader),
     request_body = BankEvent,
     security(("bankSignature" = [])),
     responses(
