@@ -541,7 +541,7 @@ async fn graceful_shutdown_lets_a_detached_handler_store_its_result() {
     let shop = Shop::new(
         backend.ledger.clone(),
         Settings {
-            transfer_delay: Duration::from_millis(800),
+            transfer_delay: Duration::from_millis(1000),
             ..settings()
         },
     );
@@ -550,7 +550,7 @@ async fn graceful_shutdown_lets_a_detached_handler_store_its_result() {
     let api = Api::new(&before);
     let (alice, key) = (user(), key());
     let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(200))
+        .timeout(Duration::from_millis(400))
         .build()
         .unwrap();
     let started = Instant::now();
@@ -568,7 +568,7 @@ async fn graceful_shutdown_lets_a_detached_handler_store_its_result() {
     let old_address = api.url("/healthz");
     before.stop().await;
     assert!(
-        started.elapsed() >= Duration::from_millis(800),
+        started.elapsed() >= Duration::from_millis(1000),
         "the shutdown waited for the transfer"
     );
     assert_eq!(idem.running(), 0);
@@ -593,7 +593,7 @@ async fn graceful_shutdown_lets_a_detached_handler_store_its_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_answers_the_requests_in_progress() {
     let test = TestShop::memory(Settings {
-        transfer_delay: Duration::from_millis(600),
+        transfer_delay: Duration::from_millis(1000),
         ..settings()
     })
     .await;
@@ -602,7 +602,7 @@ async fn graceful_shutdown_answers_the_requests_in_progress() {
         let (api, alice, key) = (test.api.clone(), alice.clone(), key.clone());
         tokio::spawn(async move { api.transfer(&alice, &key, &transfer(50_000)).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let TestShop {
         server, shop, idem, ..
     } = test;

@@ -138,7 +138,7 @@ async fn case_4_no_key_is_400() {
 /// after its client left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_5_client_timeout_then_retries_get_the_first_result() {
-    let delay = Duration::from_millis(1500);
+    let delay = Duration::from_millis(2000);
     let test = TestShop::memory(Settings {
         transfer_delay: delay,
         ..settings()
@@ -146,7 +146,7 @@ async fn case_5_client_timeout_then_retries_get_the_first_result() {
     .await;
     let (alice, key) = (user(), key());
     let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(300))
+        .timeout(Duration::from_millis(500))
         .build()
         .unwrap();
     let started = Instant::now();

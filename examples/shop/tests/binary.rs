@@ -38,7 +38,7 @@ async fn start(vars: &[(&str, &str)]) -> (Child, BufReader<ChildStdout>, String)
 
 #[tokio::test]
 async fn the_binary_serves_on_memory_and_finishes_a_transfer_on_sigterm() {
-    let (mut child, mut stdout, address) = start(&[("SHOP_TRANSFER_DELAY_MS", "700")]).await;
+    let (mut child, mut stdout, address) = start(&[("SHOP_TRANSFER_DELAY_MS", "2000")]).await;
     let mut banner = String::new();
     for _ in 0..3 {
         stdout.read_line(&mut banner).await.unwrap();
@@ -62,7 +62,8 @@ async fn the_binary_serves_on_memory_and_finishes_a_transfer_on_sigterm() {
         .json(&json!({ "amount": 50000, "currency": "JPY", "toAccount": "0000000" }))
         .send();
     let transfer = tokio::spawn(transfer);
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // Long enough for the request to reach the shop, well within the transfer's 2 s.
+    tokio::time::sleep(Duration::from_millis(700)).await;
     let pid = child.id().unwrap().to_string();
     let killed = Command::new("kill")
         .args(["-TERM", &pid])
