@@ -80,7 +80,7 @@ impl Run {
                 let why = if response.status().is_server_error() {
                     "a server error is not stored"
                 } else {
-                    "the handler opted out of storage"
+                    "the response is not the operation's result (NoStore, or a rejected body)"
                 };
                 self.release(why).await;
                 response

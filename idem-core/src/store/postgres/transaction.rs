@@ -150,9 +150,9 @@ fn aborted(error: &sqlx::Error) -> bool {
 /// writes commit together with the idempotency record, or not at all.
 ///
 /// Extracting it does not touch the database: the transaction begins on the first call of
-/// [`conn`](Self::conn), in the handler's body. With `#[idempotent]` a handler's extractors
-/// run before the key is claimed, so that a rejected request stores nothing; beginning there
-/// would hold a connection for requests that never run.
+/// [`conn`](Self::conn), in the handler's body. With `#[idempotent]` a handler's parts
+/// extractors run before the key is claimed, so that replays and rejected requests pass
+/// through them; beginning there would hold a connection for requests that never run.
 ///
 /// The runtime ends the transaction once the handler has returned: it completes the record in
 /// it and commits when the response is the operation's result; it rolls back when the key is
