@@ -166,6 +166,22 @@ impl Run {
                     .with_retry_after(self.policy.retry_after)
                     .into_response()
                 }
+                Err(StoreError::RolledBack(why)) => {
+                    // Nothing committed, the record is still in flight under our token:
+                    // release it so the retry runs the operation again.
+                    observe::record(
+                        Outcome::StoreError,
+                        self.route.as_str(),
+                        &format_args!("rolled back: {why}"),
+                    );
+                    self.release("released after its transaction rolled back")
+                        .await;
+                    store_unavailable(
+                        &self.policy,
+                        "the request's transaction could not commit and was rolled back; nothing \
+                         was stored and the Idempotency-Key was released: retry",
+                    )
+                }
                 Err(error) => {
                     // The commit's outcome is unknown: leave the record to its lease, so a
                     // retry replays if it committed and runs again if it did not.
