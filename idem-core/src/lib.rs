@@ -38,7 +38,7 @@
 //!   features `RedisStore` and `PostgresStore`.
 //! - [`replay`]: what is stored and replayed; [`NoStore`] to opt a response out.
 //! - [`problem`]: the Problem Details answers and their `type` URIs.
-//! - [`layer`]: [`IdempotencyLayer`].
+//! - [`layer`]: the tower layer, [`IdempotencyLayer`].
 //! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
 //!
 //! # Features
