@@ -26,6 +26,7 @@ use crate::{
     context::IdempotencyContext,
     flow::{self, Admission},
     problem::{Problem, ProblemKind},
+    replay::NoStore,
     scope::{self, Route},
 };
 pub use crate::{
@@ -113,39 +114,50 @@ impl<Args: Send + 'static> Idempotent<Args> {
             Ok(Admission::Keyed(keyed)) => keyed,
             Ok(Admission::Unkeyed(request)) => {
                 let route = Route::of(request.extensions(), request.uri());
-                let (parts, body) = request.into_parts();
-                let args = match Args::extract(parts, body, &state, |_| Ok(())).await {
-                    Ok((args, ())) => args,
+                let (mut parts, body) = request.into_parts();
+                let args = match Args::head(&mut parts, &state).await {
+                    Ok(head) => Args::tail(head, parts, body, &state).await,
+                    Err(rejection) => Err(rejection),
+                };
+                let args = match args {
+                    Ok(args) => args,
                     Err(rejection) => return rejection,
                 };
-                return flow::run_unrecorded(
-                    &self.policy,
-                    route.as_str(),
-                    context,
-                    (self.call)(args),
-                )
-                .await;
+                let handler = (self.call)(args);
+                return flow::run_unrecorded(&self.policy, route.as_str(), context, handler).await;
             }
             Err(refusal) => return refusal,
         };
         let flow::Keyed {
-            parts,
+            mut parts,
             body,
             key,
             fingerprint,
         } = keyed;
         let route = Route::of(&parts.extensions, &parts.uri);
-        // Extractors run before the key is claimed: a rejection (bad JSON, failed
-        // validation) stores nothing, and the client may fix the body and retry the key.
-        // The principal is resolved once every parts extractor has run, before the body
-        // extractor: an authentication extractor in any position may set it.
-        let resolve = |parts: &Parts| flow::store_key(&idem, &self.policy, parts, &key);
-        let (args, store_key) = match Args::extract(parts, Body::from(body), &state, resolve).await
-        {
-            Ok(extracted) => extracted,
+        // The extractors that read only the parts run before the claim: one of them may be the
+        // authentication that names the principal, and their rejections (401, a bad path)
+        // touch nothing. The body extractor runs after the claim, so that a replay does not
+        // pay for parsing a body it will not use; its rejection (bad JSON, a failed
+        // validation) releases the key, and the client may fix the body and retry the key.
+        let head = match Args::head(&mut parts, &state).await {
+            Ok(head) => head,
             Err(rejection) => return rejection,
         };
+        let store_key = match flow::store_key(&idem, &self.policy, &parts, &key) {
+            Ok(store_key) => store_key,
+            Err(refusal) => return refusal,
+        };
         let call = self.call;
+        let handler = move || async move {
+            match Args::tail(head, parts, Body::from(body), &state).await {
+                Ok(args) => call(args).await,
+                Err(mut rejection) => {
+                    rejection.extensions_mut().insert(NoStore);
+                    rejection
+                }
+            }
+        };
         flow::run(
             &idem,
             &self.policy,
@@ -153,7 +165,7 @@ impl<Args: Send + 'static> Idempotent<Args> {
             &fingerprint,
             route,
             context,
-            move || call(args),
+            handler,
         )
         .await
     }
@@ -173,29 +185,37 @@ fn not_installed(request: &Request) -> Response {
     .into_response()
 }
 
-/// A handler's argument tuple, extracted the way axum extracts a handler's arguments: every
-/// argument but the last from the request parts, the last from the parts or, if it takes the
-/// body, from the whole request.
+/// A handler's argument tuple, extracted in two steps around the claim of the key: first every
+/// argument that reads only the request's parts, then the body extractor, if the last argument
+/// is one.
 pub trait FromRequestArgs<S, M>: Sized + Send + 'static {
-    /// Extracts the arguments, calling `between` on the parts once every extractor that reads
-    /// only the parts has run (so one of them may have set the principal), and before an
-    /// extractor that takes the body. A rejection or an error of `between` is the response.
-    fn extract<T: Send>(
+    /// What is extracted before the claim.
+    type Head: Send + 'static;
+
+    /// Runs every extractor that reads only the request's parts.
+    fn head(
+        parts: &mut Parts,
+        state: &S,
+    ) -> impl Future<Output = Result<Self::Head, Response>> + Send;
+
+    /// Runs the body extractor, if any, and assembles the arguments.
+    fn tail(
+        head: Self::Head,
         parts: Parts,
         body: Body,
         state: &S,
-        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
-    ) -> impl Future<Output = Result<(Self, T), Response>> + Send;
+    ) -> impl Future<Output = Result<Self, Response>> + Send;
 }
 
 impl<S: Send + Sync> FromRequestArgs<S, ()> for () {
-    async fn extract<T: Send>(
-        parts: Parts,
-        _body: Body,
-        _state: &S,
-        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
-    ) -> Result<(Self, T), Response> {
-        Ok(((), between(&parts)?))
+    type Head = ();
+
+    async fn head(_: &mut Parts, _: &S) -> Result<(), Response> {
+        Ok(())
+    }
+
+    async fn tail(_: (), _: Parts, _: Body, _: &S) -> Result<(), Response> {
+        Ok(())
     }
 }
 
@@ -210,16 +230,25 @@ pub enum ViaRequest {}
 /// How the last argument is extracted. axum's own marker types are private, so this trait
 /// tells the two kinds apart the way axum does: a type is either `FromRequestParts` or
 /// `FromRequest` (with a body), and inference picks the one impl that applies. A parts
-/// extractor in last place then runs before `between`, like the others, so an
-/// authentication extractor may come last.
+/// extractor in last place then runs before the claim like the others, so an authentication
+/// extractor may come last.
 pub trait FromLastArg<S, M>: Sized + Send + 'static {
-    /// Extracts the argument, calling `between` on the parts before it takes the body.
-    fn extract_last<T: Send>(
+    /// The argument when it reads only the parts; `()` for a body extractor.
+    type Early: Send + 'static;
+
+    /// Extracts a parts extractor; does nothing for a body extractor.
+    fn early(
+        parts: &mut Parts,
+        state: &S,
+    ) -> impl Future<Output = Result<Self::Early, Response>> + Send;
+
+    /// The argument: the early one, or the body extractor run on the whole request.
+    fn late(
+        early: Self::Early,
         parts: Parts,
         body: Body,
         state: &S,
-        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
-    ) -> impl Future<Output = Result<(Self, T), Response>> + Send;
+    ) -> impl Future<Output = Result<Self, Response>> + Send;
 }
 
 impl<S, E> FromLastArg<S, ViaParts> for E
@@ -227,16 +256,16 @@ where
     S: Send + Sync,
     E: FromRequestParts<S> + Send + 'static,
 {
-    async fn extract_last<T: Send>(
-        mut parts: Parts,
-        _body: Body,
-        state: &S,
-        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
-    ) -> Result<(Self, T), Response> {
-        let last = E::from_request_parts(&mut parts, state)
+    type Early = E;
+
+    async fn early(parts: &mut Parts, state: &S) -> Result<E, Response> {
+        E::from_request_parts(parts, state)
             .await
-            .map_err(IntoResponse::into_response)?;
-        Ok((last, between(&parts)?))
+            .map_err(IntoResponse::into_response)
+    }
+
+    async fn late(early: E, _: Parts, _: Body, _: &S) -> Result<E, Response> {
+        Ok(early)
     }
 }
 
@@ -245,43 +274,45 @@ where
     S: Send + Sync,
     E: FromRequest<S> + Send + 'static,
 {
-    async fn extract_last<T: Send>(
-        parts: Parts,
-        body: Body,
-        state: &S,
-        between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
-    ) -> Result<(Self, T), Response> {
-        let between = between(&parts)?;
+    type Early = ();
+
+    async fn early(_: &mut Parts, _: &S) -> Result<(), Response> {
+        Ok(())
+    }
+
+    async fn late(_: (), parts: Parts, body: Body, state: &S) -> Result<E, Response> {
         let request = Request::from_parts(parts, body);
-        let last = E::from_request(request, state)
+        E::from_request(request, state)
             .await
-            .map_err(IntoResponse::into_response)?;
-        Ok((last, between))
+            .map_err(IntoResponse::into_response)
     }
 }
 
 macro_rules! impl_from_request_args {
     ($($head:ident),* ; $last:ident) => {
-        #[allow(non_snake_case, unused_mut)]
+        #[allow(non_snake_case)]
         impl<S, M, $($head,)* $last> FromRequestArgs<S, M> for ($($head,)* $last,)
         where
             S: Send + Sync,
             $($head: FromRequestParts<S> + Send + 'static,)*
             $last: FromLastArg<S, M>,
         {
-            async fn extract<T: Send>(
-                mut parts: Parts,
-                body: Body,
-                state: &S,
-                between: impl FnOnce(&Parts) -> Result<T, Response> + Send,
-            ) -> Result<(Self, T), Response> {
+            type Head = ($($head,)* $last::Early,);
+
+            async fn head(parts: &mut Parts, state: &S) -> Result<Self::Head, Response> {
                 $(
-                    let $head = $head::from_request_parts(&mut parts, state)
+                    let $head = $head::from_request_parts(parts, state)
                         .await
                         .map_err(IntoResponse::into_response)?;
                 )*
-                let ($last, between) = $last::extract_last(parts, body, state, between).await?;
-                Ok((($($head,)* $last,), between))
+                let $last = $last::early(parts, state).await?;
+                Ok(($($head,)* $last,))
+            }
+
+            async fn tail(head: Self::Head, parts: Parts, body: Body, state: &S) -> Result<Self, Response> {
+                let ($($head,)* $last,) = head;
+                let $last = $last::late($last, parts, body, state).await?;
+                Ok(($($head,)* $last,))
             }
         }
     };

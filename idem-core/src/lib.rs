@@ -1,4 +1,55 @@
-//! Idempotency keys for axum services.
+//! Idempotency keys for axum services: a retried POST runs once, and every retry gets the
+//! first result.
+//!
+//! A client that times out cannot know whether its request was processed. With an
+//! `Idempotency-Key` header it can simply send the request again: idem runs the handler for the
+//! first request with a key, stores its response, and answers every retry with that response
+//! (marked `Idempotent-Replayed: true`); a retry while the first is still running gets 409, a
+//! key reused with another body 422, and every error is RFC 9457 Problem Details.
+//!
+//! One attribute makes a handler idempotent; the runtime, installed once, holds the store:
+//!
+//! ```
+//! use axum::{Extension, Json, Router, http::StatusCode, routing::post};
+//! use idem_core::{Idempotency, MemoryStore, idempotent};
+//!
+//! #[idempotent(ttl = "24h", scope = "global")]
+//! async fn create_payment(Json(payment): Json<serde_json::Value>) -> (StatusCode, Json<serde_json::Value>) {
+//!     (StatusCode::CREATED, Json(payment))
+//! }
+//!
+//! let idem = Idempotency::new(MemoryStore::default());
+//! let app: Router = Router::new()
+//!     .route("/payments", post(create_payment))
+//!     .layer(Extension(idem));
+//! # drop(app);
+//! ```
+//!
+//! Or a layer makes every POST and PATCH route of a router idempotent under one [`Policy`]:
+//! see [`IdempotencyLayer`].
+//!
+//! # Where things are
+//!
+//! - [`key`]: the `Idempotency-Key` header, in its IETF (sf-string) and Stripe (bare) forms.
+//! - [`scope`]: whose key it is ([`Principal`], [`ResolvePrincipal`]) and the [`StoreKey`].
+//! - [`fingerprint`]: SHA-256 over the request, with RFC 8785 canonical JSON.
+//! - [`policy`]: TTL, lease, scope, conflicts, store failures, 5xx, body cap.
+//! - [`store`]: the [`Store`] trait and the rules a store keeps; [`MemoryStore`], and behind
+//!   features `RedisStore` and `PostgresStore`.
+//! - [`replay`]: what is stored and replayed; [`NoStore`] to opt a response out.
+//! - [`problem`]: the Problem Details answers and their `type` URIs.
+//! - [`layer`]: the tower layer, [`IdempotencyLayer`].
+//! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! | --- | --- | --- |
+//! | `macros` | yes | `#[idempotent]` |
+//! | `redis` | | `RedisStore`, for several instances sharing one Redis |
+//! | `postgres` | | `PostgresStore`: durable records, completed in the handler's transaction |
+//! | `metrics` | | counters through the `metrics` facade |
+//! | `conformance` | | the store conformance suite, for authors of a `Store` |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(hidden)]

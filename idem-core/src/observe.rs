@@ -3,8 +3,7 @@
 //!
 //! Events carry the outcome and the route template, never the client's key value (only at
 //! `trace` level, for debugging). With the `metrics` feature every outcome increments
-//! `idem_requests_total{outcome, route}`; memory store evictions increment
-//! `idem_memory_store_evictions_total`.
+//! `idem_requests_total{outcome, route}`.
 
 use tracing::Level;
 

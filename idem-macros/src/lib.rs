@@ -89,8 +89,9 @@
 //! ```
 //!
 //! The policy names only the arguments given; the defaults are `Policy::new()`'s. The
-//! handler's arguments are extracted before its key is claimed, so a rejection (bad JSON, a
-//! failed validation) stores nothing and the client can fix the body and retry the same key.
+//! handler's parts extractors run before its key is claimed and its body extractor after; a
+//! rejection (bad JSON, a failed validation) stores nothing and releases the key, so the
+//! client can fix the body and retry the same key.
 //!
 //! A handler must be a free `async fn` whose argument types can be named: no `self`, no
 //! generics, no `impl Trait` arguments, at most 16 arguments (as axum allows).

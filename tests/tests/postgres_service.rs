@@ -126,6 +126,29 @@ fn created(answer: &Answer, execution: i64) -> Value {
     body
 }
 
+/// A commit the server refuses (here a deferred constraint) rolls the row and the record's
+/// completion back together; the outcome is known, so the key is released at once and the
+/// retry runs, instead of waiting out the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_commit_releases_the_key_and_its_retry_runs_again() {
+    let Some(setup) = setup("a_refused_commit_releases_the_key_and_its_retry_runs_again").await
+    else {
+        return;
+    };
+    let instance = setup.instance();
+    let key = key();
+    setup.shop.then(Step::FailAtCommit);
+    let refused = pay(&setup.client, &instance, &key, &payment()).await;
+    refused.problem(503);
+    assert_eq!(setup.payments().await, 0, "the row rolled back");
+    assert_eq!(setup.records().await, 0, "the key was released");
+    let retry = pay(&setup.client, &instance, &key, &payment()).await;
+    created(&retry, 2);
+    assert_eq!(setup.payment_executions().await, [2]);
+    assert_eq!(setup.completed_records().await, 1);
+    setup.tear_down().await;
+}
+
 /// A handler that writes its row and then fails (a 5xx answer, or a panic) leaves neither
 /// the row nor a record, and the retry with the same key runs the handler again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -80,7 +80,7 @@ impl Run {
                 let why = if response.status().is_server_error() {
                     "a server error is not stored"
                 } else {
-                    "the handler opted out of storage"
+                    "the response is not the operation's result (NoStore, or a rejected body)"
                 };
                 self.release(why).await;
                 response
@@ -165,6 +165,22 @@ impl Run {
                     )
                     .with_retry_after(self.policy.retry_after)
                     .into_response()
+                }
+                Err(StoreError::RolledBack(why)) => {
+                    // Nothing committed, the record is still in flight under our token:
+                    // release it so the retry runs the operation again.
+                    observe::record(
+                        Outcome::StoreError,
+                        self.route.as_str(),
+                        &format_args!("rolled back: {why}"),
+                    );
+                    self.release("released after its transaction rolled back")
+                        .await;
+                    store_unavailable(
+                        &self.policy,
+                        "the request's transaction could not commit and was rolled back; nothing \
+                         was stored and the Idempotency-Key was released: retry",
+                    )
                 }
                 Err(error) => {
                     // The commit's outcome is unknown: leave the record to its lease, so a

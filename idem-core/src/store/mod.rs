@@ -178,6 +178,12 @@ pub enum StoreError {
     /// The store could not be reached or failed; the outcome of the call is unknown.
     #[error("the store failed")]
     Backend(#[source] BoxError),
+    /// A transaction could not commit, and the store knows that nothing of it was committed
+    /// (a serialization failure, a deferred constraint): the handler's writes and the record's
+    /// completion are both gone. Unlike [`Backend`](Self::Backend), the outcome is known, so
+    /// the runtime releases the key and a retry runs the operation again.
+    #[error("the transaction was rolled back")]
+    RolledBack(#[source] BoxError),
     /// A stored record could not be read back.
     #[error("a stored record is corrupt")]
     Corrupt(#[source] BoxError),
@@ -190,6 +196,11 @@ impl StoreError {
     /// Wraps a backend error.
     pub fn backend(error: impl Into<BoxError>) -> Self {
         Self::Backend(error.into())
+    }
+
+    /// Wraps the error of a transaction known to have rolled back.
+    pub fn rolled_back(error: impl Into<BoxError>) -> Self {
+        Self::RolledBack(error.into())
     }
 
     /// Wraps a decoding error.
@@ -245,7 +256,8 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 #[async_trait]
 pub trait StoreTransaction: Send + 'static {
     /// Completes the record held under `token` inside this transaction, then commits.
-    /// Fenced like [`Store::complete`]; on any error nothing is committed.
+    /// Fenced like [`Store::complete`]. [`StoreError::RolledBack`] when the commit failed and
+    /// nothing was committed; another error leaves the outcome unknown.
     async fn complete(
         self: Box<Self>,
         key: &StoreKey,

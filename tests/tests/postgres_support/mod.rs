@@ -156,6 +156,8 @@ pub enum Step {
     /// Write the payment, then write it again: the duplicate id fails the statement (and
     /// aborts the transaction), and the handler answers 409 as an application would.
     Duplicate,
+    /// Write the payment and break a deferred constraint, so that the `COMMIT` fails.
+    FailAtCommit,
 }
 
 /// The test service: `POST /payments` writes a row into `payments` in the request's
@@ -254,6 +256,20 @@ pub async fn create_payment(
             proceed.notified().await;
         }
         Step::Hold(duration) => tokio::time::sleep(duration).await,
+        Step::FailAtCommit => {
+            let conn = match tx.conn().await {
+                Ok(conn) => conn,
+                Err(error) => return error.into_response(),
+            };
+            // A deferred unique constraint is checked at COMMIT: the server refuses the
+            // commit and rolls everything back.
+            for statement in [
+                "CREATE TEMP TABLE commit_check (n int UNIQUE DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP",
+                "INSERT INTO commit_check VALUES (1), (1)",
+            ] {
+                sqlx::query(statement).execute(&mut *conn).await.unwrap();
+            }
+        }
         Step::Duplicate => {
             let again = format!(
                 "INSERT INTO {} (id, amount, execution) VALUES ($1, 0, 0)",

@@ -89,9 +89,13 @@ impl StoreTransaction for PostgresTransaction {
             .execute(&mut *transaction)
             .await;
         match completed {
-            Ok(done) if done.rows_affected() == 1 => {
-                transaction.commit().await.map_err(|e| error(&pool, e))
-            }
+            Ok(done) if done.rows_affected() == 1 => transaction.commit().await.map_err(|e| {
+                if refused_commit(&e) {
+                    StoreError::rolled_back(e)
+                } else {
+                    error(&pool, e)
+                }
+            }),
             Ok(_) => {
                 // Fenced: the handler's writes must not outlive the lease they ran under. A
                 // failed rollback ends the connection, which rolls back as well.
@@ -111,10 +115,13 @@ impl StoreTransaction for PostgresTransaction {
                     .map_err(|e| error(&pool, e))?;
                 super::fenced(done.rows_affected())
             }
-            Err(failure) => {
-                let _ = transaction.rollback().await;
-                Err(error(&pool, failure))
-            }
+            Err(failure) => match transaction.rollback().await {
+                // The completion failed and the rollback went through: nothing committed.
+                Ok(()) if failure.as_database_error().is_some() => {
+                    Err(StoreError::rolled_back(failure))
+                }
+                _ => Err(error(&pool, failure)),
+            },
         }
     }
 
@@ -139,6 +146,16 @@ impl StoreTransaction for PostgresTransaction {
 
 /// Whether `error` says the transaction is aborted (SQLSTATE 25P02): an earlier statement in
 /// it failed, so it can only roll back.
+/// Whether a failed `COMMIT` was refused by the server, which then rolled the transaction
+/// back: SQLSTATE class 40 (serialization failure, deadlock) or 23 (a deferred constraint).
+/// A lost connection leaves the outcome unknown instead.
+fn refused_commit(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|error| error.code())
+        .is_some_and(|code| code.starts_with("40") || code.starts_with("23"))
+}
+
 fn aborted(error: &sqlx::Error) -> bool {
     error
         .as_database_error()
@@ -150,9 +167,9 @@ fn aborted(error: &sqlx::Error) -> bool {
 /// writes commit together with the idempotency record, or not at all.
 ///
 /// Extracting it does not touch the database: the transaction begins on the first call of
-/// [`conn`](Self::conn), in the handler's body. With `#[idempotent]` a handler's extractors
-/// run before the key is claimed, so that a rejected request stores nothing; beginning there
-/// would hold a connection for requests that never run.
+/// [`conn`](Self::conn), in the handler's body. With `#[idempotent]` a handler's parts
+/// extractors run before the key is claimed, so that replays and rejected requests pass
+/// through them; beginning there would hold a connection for requests that never run.
 ///
 /// The runtime ends the transaction once the handler has returned: it completes the record in
 /// it and commits when the response is the operation's result; it rolls back when the key is
