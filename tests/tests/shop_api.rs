@@ -220,8 +220,8 @@ async fn a_body_over_the_limit_is_413() {
     fine.created();
 }
 
-/// A body that fails validation is refused with 400 Problem Details naming the field, before
-/// the key is claimed: the same key then works with the fixed body.
+/// A body that fails validation is refused with 400 Problem Details naming the field, and
+/// nothing is stored: the same key then works with the fixed body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_body_is_not_stored_and_the_key_works_once_fixed() {
     let test = TestShop::memory(settings()).await;

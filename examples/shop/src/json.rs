@@ -6,9 +6,9 @@
 //! [`Validate`] rules (400). Every refusal is Problem Details naming the field, in `detail`
 //! and as a JSON Pointer in `errors`.
 //!
-//! Under `#[idempotent]` the runtime runs the handler's extractors *before* it claims the
-//! key, so a body refused here stores nothing: the client fixes the body and sends it again
-//! with the same `Idempotency-Key`, as the seed article advises.
+//! Under `#[idempotent]` a body refused here stores nothing (the runtime releases the key it
+//! claimed for the request): the client fixes the body and sends it again with the same
+//! `Idempotency-Key`, as the seed article advises.
 
 use axum::{
     body::Bytes,

@@ -50,7 +50,8 @@ impl Validate for BankEvent {
 }
 
 /// A webhook body whose signature is the bank's: the body extractor of [`bank_webhook`].
-/// It runs before the key is claimed, so a forged or broken delivery stores nothing.
+/// A forged or broken delivery is refused here, before the handler runs, and stores nothing:
+/// the runtime releases the key.
 #[derive(Debug)]
 pub struct SignedEvent(pub BankEvent);
 
