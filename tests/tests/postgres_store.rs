@@ -11,11 +11,12 @@ use std::{
 
 use axum::{
     body::Bytes,
-    http::{HeaderMap, Method, StatusCode},
+    http::{HeaderMap, StatusCode},
 };
+use idem_core::store::conformance::{fingerprint, new_key};
 use idem_core::{
     StoreKey,
-    fingerprint::{Fingerprint, FingerprintMode},
+    fingerprint::Fingerprint,
     replay::StoredResponse,
     store::{
         Claim, ClaimOutcome, LeaseToken, PostgresStore, Store, StoreError,
@@ -33,20 +34,6 @@ async fn conformance_store() -> Option<Arc<dyn Store>> {
 idem_core::store_conformance_tests!(conformance_store());
 
 const MINUTE: Duration = Duration::from_secs(60);
-
-fn new_key() -> StoreKey {
-    StoreKey::from_bytes(rand::random())
-}
-
-fn fingerprint(body: &str) -> Fingerprint {
-    Fingerprint::compute(
-        &Method::POST,
-        "/payments",
-        &HeaderMap::new(),
-        body.as_bytes(),
-        FingerprintMode::Raw,
-    )
-}
 
 fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, ttl: Duration) -> Claim<'a> {
     Claim {

@@ -9,7 +9,8 @@ use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
+use idem_core::store::conformance::{fingerprint, new_key};
 use idem_core::{
     RedisStore, StoreKey,
     fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode},
@@ -27,25 +28,6 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 idem_core::store_conformance_tests!(fresh_store());
 
 const MINUTE: Duration = Duration::from_secs(60);
-
-fn new_key() -> StoreKey {
-    StoreKey::from_bytes(rand::random())
-}
-
-fn fingerprint(body: &str) -> Fingerprint {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Fingerprint::compute(
-        &Method::POST,
-        "/payments",
-        &headers,
-        body.as_bytes(),
-        FingerprintMode::Json,
-    )
-}
 
 fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken) -> Claim<'a> {
     Claim {

@@ -81,11 +81,14 @@ macro_rules! store_conformance_tests {
     };
 }
 
-fn new_key() -> StoreKey {
+/// A fresh random store key, for a store's own tests.
+pub fn new_key() -> StoreKey {
     StoreKey::from_bytes(rand::random())
 }
 
-fn fingerprint(body: &str) -> Fingerprint {
+/// The fingerprint of a JSON `body` posted to `/conformance`, for a store's own tests: equal
+/// bodies give equal fingerprints, different ones different fingerprints.
+pub fn fingerprint(body: &str) -> Fingerprint {
     let mut headers = HeaderMap::new();
     headers.insert(
         http::header::CONTENT_TYPE,
