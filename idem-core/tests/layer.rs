@@ -726,17 +726,26 @@ async fn records_expire_after_their_ttl() {
     assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["run"], 2);
 }
 
-/// A memory store that stands in for a stalled process: it stops renewing leases when told to.
-#[derive(Debug, Clone)]
-struct StalledRenewals {
+/// A memory store with the faults a test switches on: renewals that never reach it (a stalled
+/// process), and claims applied whose answer is lost (a reply that timed out).
+#[derive(Debug, Clone, Default)]
+struct Faulty {
     store: MemoryStore,
-    stalled: Arc<std::sync::atomic::AtomicBool>,
+    stall_renewals: Arc<std::sync::atomic::AtomicBool>,
+    lose_claim_answers: Arc<AtomicUsize>,
 }
 
 #[async_trait]
-impl Store for StalledRenewals {
+impl Store for Faulty {
     async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        self.store.claim(claim).await
+        let outcome = self.store.claim(claim).await;
+        let lost = self
+            .lose_claim_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if lost.is_ok() {
+            return Err(StoreError::Timeout(Duration::from_millis(1)));
+        }
+        outcome
     }
     async fn complete(
         &self,
@@ -756,7 +765,7 @@ impl Store for StalledRenewals {
         token: LeaseToken,
         lease: Duration,
     ) -> Result<(), StoreError> {
-        if self.stalled.load(Ordering::SeqCst) {
+        if self.stall_renewals.load(Ordering::SeqCst) {
             return Ok(()); // the renewal never reaches the store
         }
         self.store.renew(key, token, lease).await
@@ -765,11 +774,8 @@ impl Store for StalledRenewals {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lapsed_lease_lets_a_retry_in_and_fences_the_old_holder() {
-    let store = StalledRenewals {
-        store: MemoryStore::default(),
-        stalled: Arc::default(),
-    };
-    store.stalled.store(true, Ordering::SeqCst);
+    let store = Faulty::default();
+    store.stall_renewals.store(true, Ordering::SeqCst);
     let idem = Idempotency::new(store.clone());
     let counter = Counter::slow(Duration::from_millis(400));
     let policy = global().lease(Duration::from_millis(100));
@@ -934,50 +940,10 @@ async fn a_store_that_is_down_runs_the_handler_when_the_policy_says_so() {
     assert_eq!(counter.runs(), 2, "without a store nothing can be replayed");
 }
 
-/// A memory store whose first claim is applied but its answer lost, as when a reply times out.
-#[derive(Debug, Clone)]
-struct LostReply {
-    store: MemoryStore,
-    lost: Arc<std::sync::atomic::AtomicBool>,
-}
-
-#[async_trait]
-impl Store for LostReply {
-    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        let outcome = self.store.claim(claim).await;
-        if !self.lost.swap(true, Ordering::SeqCst) {
-            return Err(StoreError::Timeout(Duration::from_millis(1)));
-        }
-        outcome
-    }
-    async fn complete(
-        &self,
-        key: &StoreKey,
-        token: LeaseToken,
-        response: &StoredResponse,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.store.complete(key, token, response, ttl).await
-    }
-    async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
-        self.store.release(key, token).await
-    }
-    async fn renew(
-        &self,
-        key: &StoreKey,
-        token: LeaseToken,
-        lease: Duration,
-    ) -> Result<(), StoreError> {
-        self.store.renew(key, token, lease).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_whose_answer_was_lost_does_not_block_its_key() {
-    let store = LostReply {
-        store: MemoryStore::default(),
-        lost: Arc::default(),
-    };
+    let store = Faulty::default();
+    store.lose_claim_answers.store(1, Ordering::SeqCst);
     let idem = Idempotency::new(store);
     let counter = Counter::default();
     let app = app(&idem, global(), &counter);
