@@ -71,6 +71,9 @@ impl Run {
         })
         .catch_unwind();
         let finished = tokio::select! {
+            // The handler first: one that finishes on its first poll never starts the
+            // heartbeat's timer.
+            biased;
             finished = work => finished.unwrap_or(Finished::Panicked),
             never = self.heartbeat() => match never {},
         };
