@@ -19,17 +19,16 @@ use tokio_util::task::{TaskTracker, task_tracker::TaskTrackerToken};
 /// Polls `F` inline; on drop before completion, spawns the rest of it on the tracker.
 pub(crate) struct Detachable<F: Future + Send + 'static> {
     future: Option<Pin<Box<F>>>,
-    tasks: TaskTracker,
-    /// Counts the inline run as running, so shutdown waits for it like for a spawned one.
-    _running: TaskTrackerToken,
+    /// Counts the run as running on the tracker, inline and then in its task, so that
+    /// shutdown waits for it and [`TaskTracker::len`] counts it once throughout.
+    running: Option<TaskTrackerToken>,
 }
 
 impl<F: Future + Send + 'static> Detachable<F> {
     pub(crate) fn new(future: F, tasks: &TaskTracker) -> Self {
         Self {
             future: Some(Box::pin(future)),
-            tasks: tasks.clone(),
-            _running: tasks.token(),
+            running: Some(tasks.token()),
         }
     }
 }
@@ -47,13 +46,17 @@ impl<F: Future + Send + 'static> Future for Detachable<F> {
 
 impl<F: Future + Send + 'static> Drop for Detachable<F> {
     fn drop(&mut self) {
-        let Some(future) = self.future.take() else {
+        let (Some(future), running) = (self.future.take(), self.running.take()) else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                self.tasks
-                    .spawn_on(async move { drop(future.await) }, &runtime);
+                // The task takes the inline run's token over rather than counting itself
+                // anew, so the count never reads two for one run.
+                runtime.spawn(async move {
+                    let _running = running;
+                    drop(future.await);
+                });
             }
             // Dropped outside a runtime: the runtime itself is gone, and the work with it.
             Err(_) => tracing::error!(
@@ -104,7 +107,7 @@ mod tests {
         let inline = Detachable::new(work, &tasks);
         assert_eq!(tasks.len(), 1, "counted while inline");
         let _ = tokio::time::timeout(Duration::from_millis(5), inline).await;
-        assert_eq!(tasks.len(), 1, "counted once detached");
+        assert_eq!(tasks.len(), 1, "counted once detached, never twice");
         tasks.close();
         tasks.wait().await;
         assert!(finished.load(Ordering::SeqCst));
