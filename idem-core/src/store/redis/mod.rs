@@ -20,8 +20,8 @@
 //! it claims the key, finds the completed record (a replay) or finds it in flight, and so
 //! are a completion, a renewal and a release. The scripts run atomically on the server,
 //! which is what makes a claim atomic across instances. After a Redis restart or a
-//! `SCRIPT FLUSH`, the first call of each script is answered `NOSCRIPT` and the script is
-//! loaded again (three round trips, once).
+//! `SCRIPT FLUSH`, the first call of each script is answered `NOSCRIPT` and sent again as
+//! `EVAL` with the script's source, which caches it (two round trips, once).
 //!
 //! # Record layout
 //!
@@ -33,7 +33,7 @@
 //! | `v` | the record format version, `1` |
 //! | `state` | `in_flight` or `done` |
 //! | `fp` | the request [`Fingerprint`], hex of [`Fingerprint::to_bytes`] |
-//! | `token` | the lease holder's [`LeaseToken`], 32 hex digits (in flight only) |
+//! | `token` | the lease holder's [`LeaseToken`], 32 hex digits; kept after completion, so that the holder's repeated completion answers `Ok` |
 //! | `lease_until` | when the lease lapses, in ms since the epoch on the server's clock (in flight only) |
 //! | `response` | the response, [`StoredResponse::encode`] bytes (completed only) |
 //!
@@ -71,7 +71,7 @@
 use std::{fmt, sync::Arc, sync::LazyLock, time::Duration};
 
 use ::redis::{
-    IntoConnectionInfo, RedisError, Script, Value,
+    Cmd, ErrorKind, IntoConnectionInfo, RedisError, Script, ServerErrorKind, ToRedisArgs, Value,
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
 };
 use async_trait::async_trait;
@@ -83,16 +83,69 @@ use crate::{
     scope::StoreKey,
 };
 
+/// One of the store's Lua scripts: its source, and the SHA-1 that `EVALSHA` names it by.
+struct LuaScript {
+    source: &'static str,
+    sha: String,
+}
+
+impl LuaScript {
+    fn new(source: &'static str) -> Self {
+        Self {
+            source,
+            sha: Script::new(source).get_hash().to_owned(),
+        }
+    }
+
+    /// A call of this script on one record.
+    fn call(&self, key: String) -> ScriptCall<'_> {
+        ScriptCall {
+            script: self,
+            key,
+            args: Vec::new(),
+        }
+    }
+}
+
+/// A script call: the script, its one key and its arguments.
+struct ScriptCall<'a> {
+    script: &'a LuaScript,
+    key: String,
+    args: Vec<Vec<u8>>,
+}
+
+impl ScriptCall<'_> {
+    fn arg(mut self, arg: impl ToRedisArgs) -> Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    /// `EVALSHA sha 1 key args..`, or with `EVAL` the script's source instead of its SHA.
+    fn command(&self, eval: bool) -> Cmd {
+        let mut command = if eval {
+            let mut command = ::redis::cmd("EVAL");
+            command.arg(self.script.source);
+            command
+        } else {
+            let mut command = ::redis::cmd("EVALSHA");
+            command.arg(&self.script.sha);
+            command
+        };
+        command.arg(1).arg(&self.key).arg(&*self.args);
+        command
+    }
+}
+
 struct Scripts {
-    claim: Script,
-    complete: Script,
-    renew: Script,
-    release: Script,
+    claim: LuaScript,
+    complete: LuaScript,
+    renew: LuaScript,
+    release: LuaScript,
 }
 
 macro_rules! script {
     ($file:literal) => {
-        Script::new(concat!(
+        LuaScript::new(concat!(
             include_str!("scripts/prelude.lua"),
             include_str!(concat!("scripts/", $file))
         ))
@@ -498,10 +551,29 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Runs one script under the command timeout. Any error is an unknown outcome.
-    async fn run(&self, invocation: ::redis::ScriptInvocation<'_>) -> Result<Reply, StoreError> {
+    ///
+    /// The script is called by its SHA; a Redis that does not have it cached (after a restart
+    /// or `SCRIPT FLUSH`) answers `NOSCRIPT`, and the call is sent again with the source, which
+    /// also caches it. Both are one command each, sent from this future only: if the caller
+    /// stops waiting, nothing more is sent, so a call cannot land after a later one (a
+    /// release, say) on the same connection.
+    async fn run(&self, call: ScriptCall<'_>) -> Result<Reply, StoreError> {
         let mut connection = self.connection.clone();
-        let call = invocation.invoke_async::<Value>(&mut connection);
-        match tokio::time::timeout(self.command_timeout, call).await {
+        let attempt = async {
+            match call
+                .command(false)
+                .query_async::<Value>(&mut connection)
+                .await
+            {
+                Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    call.command(true)
+                        .query_async::<Value>(&mut connection)
+                        .await
+                }
+                answered => answered,
+            }
+        };
+        match tokio::time::timeout(self.command_timeout, attempt).await {
             Ok(Ok(value)) => Reply::parse(value),
             Ok(Err(error)) => Err(StoreError::backend(error)),
             Err(_) => Err(StoreError::Timeout(self.command_timeout)),
@@ -515,13 +587,14 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        let mut invocation = SCRIPTS.claim.key(self.redis_key(claim.key));
-        invocation
+        let call = SCRIPTS
+            .claim
+            .call(self.redis_key(claim.key))
             .arg(hex::encode(claim.fingerprint.to_bytes()))
             .arg(token_hex(claim.token))
             .arg(millis(claim.lease))
             .arg(millis(claim.in_flight_lifetime()));
-        let reply = self.run(invocation).await?;
+        let reply = self.run(call).await?;
         match (&reply.outcome[..], &reply.payload) {
             (b"claimed", None) => Ok(ClaimOutcome::Claimed),
             (b"in_flight", None) => Ok(ClaimOutcome::InFlight),
@@ -548,18 +621,21 @@ where
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let mut invocation = SCRIPTS.complete.key(self.redis_key(key));
-        invocation
+        let call = SCRIPTS
+            .complete
+            .call(self.redis_key(key))
             .arg(token_hex(token))
             .arg(response.encode())
             .arg(millis(ttl));
-        self.run(invocation).await?.into_write_result()
+        self.run(call).await?.into_write_result()
     }
 
     async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
-        let mut invocation = SCRIPTS.release.key(self.redis_key(key));
-        invocation.arg(token_hex(token));
-        self.run(invocation).await?.into_write_result()
+        let call = SCRIPTS
+            .release
+            .call(self.redis_key(key))
+            .arg(token_hex(token));
+        self.run(call).await?.into_write_result()
     }
 
     async fn renew(
@@ -568,9 +644,12 @@ where
         token: LeaseToken,
         lease: Duration,
     ) -> Result<(), StoreError> {
-        let mut invocation = SCRIPTS.renew.key(self.redis_key(key));
-        invocation.arg(token_hex(token)).arg(millis(lease));
-        self.run(invocation).await?.into_write_result()
+        let call = SCRIPTS
+            .renew
+            .call(self.redis_key(key))
+            .arg(token_hex(token))
+            .arg(millis(lease));
+        self.run(call).await?.into_write_result()
     }
 }
 
@@ -618,10 +697,10 @@ mod tests {
     #[test]
     fn every_script_compiles_to_its_own_sha() {
         let shas = [
-            SCRIPTS.claim.get_hash(),
-            SCRIPTS.complete.get_hash(),
-            SCRIPTS.renew.get_hash(),
-            SCRIPTS.release.get_hash(),
+            &SCRIPTS.claim.sha,
+            &SCRIPTS.complete.sha,
+            &SCRIPTS.renew.sha,
+            &SCRIPTS.release.sha,
         ];
         for (i, sha) in shas.iter().enumerate() {
             assert!(!shas[i + 1..].contains(sha));
