@@ -13,7 +13,7 @@ use axum::{
     body::Bytes,
     http::{HeaderMap, StatusCode},
 };
-use idem_core::store::conformance::{fingerprint, new_key};
+use idem_core::store::conformance::{Corruption, StoreUnderTest, fingerprint, new_key};
 use idem_core::{
     StoreKey,
     fingerprint::Fingerprint,
@@ -26,9 +26,34 @@ use idem_core::{
 use postgres_support::{admin_pool, count, database_url, drop_table, fresh_store};
 use sqlx::{AssertSqlSafe, PgPool};
 
-async fn conformance_store() -> Option<Arc<dyn Store>> {
+async fn conformance_store() -> Option<StoreUnderTest> {
     let url = database_url("a conformance test")?;
-    Some(Arc::new(fresh_store(&url).await))
+    let store = fresh_store(&url).await;
+    let (pool, table) = (store.pool().clone(), store.table().clone());
+    Some(
+        StoreUnderTest::new(Arc::new(store)).corrupt(move |key, damage| {
+            let (pool, table) = (pool.clone(), table.clone());
+            Box::pin(async move {
+                let key = key.as_bytes().to_vec();
+                let update = |column: &str| {
+                    AssertSqlSafe(format!("UPDATE {table} SET {column} = $1 WHERE key = $2"))
+                };
+                let done = match damage {
+                    Corruption::Response(bytes) => {
+                        sqlx::query(update("response")).bind(bytes).bind(key)
+                    }
+                    Corruption::FormatVersion(version) => sqlx::query(update("response_format"))
+                        .bind(i16::try_from(version).unwrap())
+                        .bind(key),
+                    other => panic!("unknown corruption {other:?}"),
+                }
+                .execute(&pool)
+                .await
+                .unwrap();
+                assert_eq!(done.rows_affected(), 1);
+            })
+        }),
+    )
 }
 
 idem_core::store_conformance_tests!(conformance_store());

@@ -80,23 +80,24 @@ async fn the_conformance_rules_hold_on_a_cluster_connection() {
         .await
         .unwrap();
     let store: Arc<dyn Store> = Arc::new(redis_support::builder().build(cluster));
+    let store = conformance::StoreUnderTest::new(store);
 
-    conformance::an_absent_key_is_claimed(Arc::clone(&store)).await;
-    conformance::a_claimed_key_is_in_flight_for_the_same_request(Arc::clone(&store)).await;
-    conformance::a_claimed_key_refuses_another_fingerprint(Arc::clone(&store)).await;
-    conformance::a_completed_key_replays_the_exact_response(Arc::clone(&store)).await;
-    conformance::a_completed_key_refuses_another_fingerprint(Arc::clone(&store)).await;
-    conformance::a_large_body_round_trips(Arc::clone(&store)).await;
-    conformance::only_the_holder_completes(Arc::clone(&store)).await;
-    conformance::a_record_is_completed_once(Arc::clone(&store)).await;
-    conformance::release_frees_the_key_for_any_request(Arc::clone(&store)).await;
-    conformance::only_the_holder_releases(Arc::clone(&store)).await;
-    conformance::only_the_holder_renews(Arc::clone(&store)).await;
-    conformance::renewal_keeps_the_lease_alive(Arc::clone(&store)).await;
-    conformance::a_lapsed_lease_is_taken_over_and_the_old_holder_fenced(Arc::clone(&store)).await;
-    conformance::a_completed_record_expires_after_its_ttl(Arc::clone(&store)).await;
-    conformance::keys_are_independent(Arc::clone(&store)).await;
-    conformance::concurrent_claims_grant_the_key_once(Arc::clone(&store)).await;
+    conformance::an_absent_key_is_claimed(store.clone()).await;
+    conformance::a_claimed_key_is_in_flight_for_the_same_request(store.clone()).await;
+    conformance::a_claimed_key_refuses_another_fingerprint(store.clone()).await;
+    conformance::a_completed_key_replays_the_exact_response(store.clone()).await;
+    conformance::a_completed_key_refuses_another_fingerprint(store.clone()).await;
+    conformance::a_large_body_round_trips(store.clone()).await;
+    conformance::only_the_holder_completes(store.clone()).await;
+    conformance::a_repeated_completion_by_the_holder_changes_nothing(store.clone()).await;
+    conformance::release_frees_the_key_for_any_request(store.clone()).await;
+    conformance::only_the_holder_releases(store.clone()).await;
+    conformance::only_the_holder_renews(store.clone()).await;
+    conformance::renewal_keeps_the_lease_alive(store.clone()).await;
+    conformance::a_lapsed_lease_is_taken_over_and_the_old_holder_fenced(store.clone()).await;
+    conformance::a_completed_record_expires_after_its_ttl(store.clone()).await;
+    conformance::keys_are_independent(store.clone()).await;
+    conformance::concurrent_claims_grant_the_key_once(store.clone()).await;
 
     // The scripts are gone from the node (as after its restart): they are loaded again.
     let _: () = redis::cmd("SCRIPT")

@@ -74,6 +74,8 @@ struct InFlight {
 
 struct Completed {
     fingerprint: Fingerprint,
+    /// The token the record was completed under: its holder's repeated completion is `Ok`.
+    token: LeaseToken,
     response: StoredResponse,
     ttl: Duration,
     expires_at: Instant,
@@ -333,9 +335,19 @@ impl Store for MemoryStore {
     ) -> Result<(), StoreError> {
         let now = Instant::now();
         let mut shard = self.shard(key);
-        let fingerprint = shard.held(key, token, now)?.fingerprint;
+        let fingerprint = match shard.held(key, token, now) {
+            Ok(record) => record.fingerprint,
+            Err(lost) => {
+                // The holder's own completion, sent again after its first answer was lost.
+                let repeated = self
+                    .completed(key, now)
+                    .is_some_and(|record| record.token == token);
+                return if repeated { Ok(()) } else { Err(lost) };
+            }
+        };
         let record = Completed {
             fingerprint,
+            token,
             response: response.clone(),
             ttl,
             expires_at: now + ttl,

@@ -2,9 +2,10 @@
 //! any [`Store`] must pass. Every store of this project runs it, and so can yours.
 //!
 //! [`store_conformance_tests!`](crate::store_conformance_tests) writes one `#[tokio::test]`
-//! per rule. Give it an expression that makes a future of `Option<Arc<dyn Store>>`: a fresh
-//! store (or a fresh namespace of a shared one) per test, or `None` to skip the suite, for
-//! instance when the server it needs is not configured.
+//! per rule. Give it an expression that makes a future of `Option<S>`, where `S` is an
+//! `Arc<dyn Store>` or a [`StoreUnderTest`]: a fresh store (or a fresh namespace of a shared
+//! one) per test, or `None` to skip the suite, for instance when the server it needs is not
+//! configured.
 //!
 //! ```ignore
 //! use std::sync::Arc;
@@ -13,11 +14,19 @@
 //! idem_core::store_conformance_tests!(async { Some(Arc::new(MemoryStore::default()) as Arc<dyn Store>) });
 //! ```
 //!
+//! A store that keeps records as bytes should also show that it answers a record it cannot
+//! read with [`StoreError::Corrupt`] rather than a panic or a guess (rule 9): give it a
+//! [`StoreUnderTest`] with a [`corrupt`](StoreUnderTest::corrupt) hook that damages a stored
+//! record the way the rule's test asks, in the store's own backend. Without the hook that
+//! test says it was skipped.
+//!
 //! Needs `tokio` with the `macros` and `rt-multi-thread` features in the crate that uses it.
 //! Tests of leases and TTLs sleep for a few hundred milliseconds of real time, because shared
 //! stores keep time on their server's clock.
 
-use std::{sync::Arc, time::Duration};
+mod faulty;
+
+use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -29,6 +38,8 @@ use crate::{
     replay::StoredResponse,
     scope::StoreKey,
 };
+
+pub use self::faulty::{Call, Fault, FaultyStore};
 
 /// A lease long enough never to lapse during a test.
 const LONG: Duration = Duration::from_secs(60);
@@ -49,12 +60,13 @@ macro_rules! store_conformance_tests {
             a_response_too_large_to_keep_is_completed_without_body,
             a_large_body_round_trips,
             only_the_holder_completes,
-            a_record_is_completed_once,
+            a_repeated_completion_by_the_holder_changes_nothing,
             release_frees_the_key_for_any_request,
             only_the_holder_releases,
             only_the_holder_renews,
             renewal_keeps_the_lease_alive,
             a_lapsed_lease_is_taken_over_and_the_old_holder_fenced,
+            a_lapsed_lease_nobody_took_over_still_completes,
             a_lapsed_lease_still_refuses_another_fingerprint,
             a_completed_record_expires_after_its_ttl,
             an_abandoned_claim_expires,
@@ -66,10 +78,10 @@ macro_rules! store_conformance_tests {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $rule() {
-                let store: ::core::option::Option<::std::sync::Arc<dyn $crate::store::Store>> =
-                    $make_store.await;
-                match store {
+                match $make_store.await {
                     ::core::option::Option::Some(store) => {
+                        let store: $crate::store::conformance::StoreUnderTest =
+                            ::core::convert::Into::into(store);
                         $crate::store::conformance::$rule(store).await
                     }
                     ::core::option::Option::None => {
@@ -79,6 +91,71 @@ macro_rules! store_conformance_tests {
             }
         )*
     };
+}
+
+/// How a rule's test asks the [`corrupt`](StoreUnderTest::corrupt) hook to damage a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Corruption {
+    /// Replace the stored response of the completed record with these bytes, which
+    /// [`StoredResponse::decode`] refuses.
+    Response(Vec<u8>),
+    /// Mark the record as written by this record format version, which this build does not
+    /// know.
+    FormatVersion(u16),
+}
+
+/// The future of a [`corrupt`](StoreUnderTest::corrupt) hook.
+pub type CorruptFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The store a conformance test runs against, with the hooks some rules need.
+///
+/// An `Arc<dyn Store>` converts into one without hooks.
+#[derive(Clone)]
+pub struct StoreUnderTest {
+    store: Arc<dyn Store>,
+    corrupt: Option<Arc<dyn Fn(StoreKey, Corruption) -> CorruptFuture + Send + Sync>>,
+}
+
+impl StoreUnderTest {
+    /// The store, without hooks.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            corrupt: None,
+        }
+    }
+
+    /// A hook that damages the completed record of a key in the store's backend as
+    /// [`Corruption`] says (for rule 9). A store that keeps no encoded records has nothing to
+    /// damage and needs none.
+    pub fn corrupt<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(StoreKey, Corruption) -> CorruptFuture + Send + Sync + 'static,
+    {
+        self.corrupt = Some(Arc::new(hook));
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+}
+
+impl From<Arc<dyn Store>> for StoreUnderTest {
+    fn from(store: Arc<dyn Store>) -> Self {
+        Self::new(store)
+    }
+}
+
+impl fmt::Debug for StoreUnderTest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreUnderTest")
+            .field("store", &self.store)
+            .field("corrupt", &self.corrupt.is_some())
+            .finish()
+    }
 }
 
 /// A fresh random store key, for a store's own tests.
@@ -144,7 +221,8 @@ fn assert_lease_lost(result: Result<(), StoreError>, what: &str) {
 }
 
 /// Rule 1: the first claim of a key gets it.
-pub async fn an_absent_key_is_claimed(store: Arc<dyn Store>) {
+pub async fn an_absent_key_is_claimed(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp) = (new_key(), fingerprint("{}"));
     assert_eq!(
         claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
@@ -153,7 +231,8 @@ pub async fn an_absent_key_is_claimed(store: Arc<dyn Store>) {
 }
 
 /// Rules 1 and 2: a second claim, same request, finds the first in flight.
-pub async fn a_claimed_key_is_in_flight_for_the_same_request(store: Arc<dyn Store>) {
+pub async fn a_claimed_key_is_in_flight_for_the_same_request(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp) = (new_key(), fingerprint("{\"a\":1}"));
     claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await;
     assert_eq!(
@@ -163,7 +242,8 @@ pub async fn a_claimed_key_is_in_flight_for_the_same_request(store: Arc<dyn Stor
 }
 
 /// Rule 3: while in flight, another fingerprint is a mismatch that names the algorithm.
-pub async fn a_claimed_key_refuses_another_fingerprint(store: Arc<dyn Store>) {
+pub async fn a_claimed_key_refuses_another_fingerprint(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, first, other) = (
         new_key(),
         fingerprint("{\"a\":1}"),
@@ -179,7 +259,8 @@ pub async fn a_claimed_key_refuses_another_fingerprint(store: Arc<dyn Store>) {
 }
 
 /// Rule 8: a completed key answers with the response exactly as stored.
-pub async fn a_completed_key_replays_the_exact_response(store: Arc<dyn Store>) {
+pub async fn a_completed_key_replays_the_exact_response(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     let stored = response("{\"id\":\"pay_1\"}");
@@ -202,7 +283,8 @@ pub async fn a_completed_key_replays_the_exact_response(store: Arc<dyn Store>) {
 }
 
 /// Rule 3: a completed key refuses another fingerprint too.
-pub async fn a_completed_key_refuses_another_fingerprint(store: Arc<dyn Store>) {
+pub async fn a_completed_key_refuses_another_fingerprint(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, first, token) = (new_key(), fingerprint("{\"a\":1}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &first, token)).await;
     store
@@ -219,7 +301,8 @@ pub async fn a_completed_key_refuses_another_fingerprint(store: Arc<dyn Store>) 
 }
 
 /// Rule 8: the record of a response too large to keep round-trips as such.
-pub async fn a_response_too_large_to_keep_is_completed_without_body(store: Arc<dyn Store>) {
+pub async fn a_response_too_large_to_keep_is_completed_without_body(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     let omitted = StoredResponse::omitted(StatusCode::OK);
@@ -231,7 +314,8 @@ pub async fn a_response_too_large_to_keep_is_completed_without_body(store: Arc<d
 }
 
 /// Rule 8: a large body (1 MiB of every byte value) round-trips unchanged.
-pub async fn a_large_body_round_trips(store: Arc<dyn Store>) {
+pub async fn a_large_body_round_trips(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     let body: Vec<u8> = (0..1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
@@ -244,7 +328,8 @@ pub async fn a_large_body_round_trips(store: Arc<dyn Store>) {
 }
 
 /// Rule 5: another token cannot complete the record, which stays in flight for its holder.
-pub async fn only_the_holder_completes(store: Arc<dyn Store>) {
+pub async fn only_the_holder_completes(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, holder) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, holder)).await;
     let intruder = store
@@ -261,20 +346,26 @@ pub async fn only_the_holder_completes(store: Arc<dyn Store>) {
         .expect("the holder completes");
 }
 
-/// Rule 5: a completed record is no longer in flight: completing it again is refused and
-/// does not overwrite it.
-pub async fn a_record_is_completed_once(store: Arc<dyn Store>) {
+/// Rule 5: a completed record is no longer in flight. Its holder's completion sent again
+/// (its first answer was lost) answers `Ok` and changes nothing; another token's is refused,
+/// and so is a release.
+pub async fn a_repeated_completion_by_the_holder_changes_nothing(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     store
         .complete(&key, token, &response("{\"n\":1}"), LONG)
         .await
         .unwrap();
+    store
+        .complete(&key, token, &response("{\"n\":2}"), LONG)
+        .await
+        .expect("the holder's repeated completion answers Ok");
     assert_lease_lost(
         store
-            .complete(&key, token, &response("{\"n\":2}"), LONG)
+            .complete(&key, LeaseToken::random(), &response("{\"n\":3}"), LONG)
             .await,
-        "second completion",
+        "another token's completion",
     );
     assert_lease_lost(store.release(&key, token).await, "release after completion");
     assert_eq!(
@@ -284,7 +375,8 @@ pub async fn a_record_is_completed_once(store: Arc<dyn Store>) {
 }
 
 /// Rules 3 and 5: a released key is free, for another fingerprint as well.
-pub async fn release_frees_the_key_for_any_request(store: Arc<dyn Store>) {
+pub async fn release_frees_the_key_for_any_request(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{\"a\":1}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     store.release(&key, token).await.expect("release failed");
@@ -296,7 +388,8 @@ pub async fn release_frees_the_key_for_any_request(store: Arc<dyn Store>) {
 }
 
 /// Rule 5: another token cannot release the record.
-pub async fn only_the_holder_releases(store: Arc<dyn Store>) {
+pub async fn only_the_holder_releases(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp) = (new_key(), fingerprint("{}"));
     claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await;
     assert_lease_lost(
@@ -314,7 +407,8 @@ pub async fn only_the_holder_releases(store: Arc<dyn Store>) {
 }
 
 /// Rule 5: another token cannot renew the lease.
-pub async fn only_the_holder_renews(store: Arc<dyn Store>) {
+pub async fn only_the_holder_renews(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     assert_lease_lost(
@@ -332,7 +426,8 @@ pub async fn only_the_holder_renews(store: Arc<dyn Store>) {
 }
 
 /// Rule 4: a lease renewed in time does not lapse.
-pub async fn renewal_keeps_the_lease_alive(store: Arc<dyn Store>) {
+pub async fn renewal_keeps_the_lease_alive(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     let short = Claim {
         lease: SHORT,
@@ -355,7 +450,8 @@ pub async fn renewal_keeps_the_lease_alive(store: Arc<dyn Store>) {
 
 /// Rules 4 and 5: once the lease lapses the same request takes the key over, and the old
 /// holder can no longer complete, renew or release it.
-pub async fn a_lapsed_lease_is_taken_over_and_the_old_holder_fenced(store: Arc<dyn Store>) {
+pub async fn a_lapsed_lease_is_taken_over_and_the_old_holder_fenced(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, old) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(
         &*store,
@@ -389,8 +485,34 @@ pub async fn a_lapsed_lease_is_taken_over_and_the_old_holder_fenced(store: Arc<d
     );
 }
 
+/// Rules 4 and 5: only a takeover fences a holder, never the passing of its lease: a holder
+/// whose lease lapsed while nobody claimed the key still completes it (the store was slow,
+/// say, and the in-flight record outlives its lease).
+pub async fn a_lapsed_lease_nobody_took_over_still_completes(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
+    let (key, fp, holder) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(
+        &*store,
+        Claim {
+            lease: SHORT,
+            ..claim(&key, &fp, holder)
+        },
+    )
+    .await;
+    sleep(PAST_SHORT).await;
+    store
+        .complete(&key, holder, &response("{\"late\":1}"), LONG)
+        .await
+        .expect("a late completion that nobody fenced lands");
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Completed(response("{\"late\":1}"))
+    );
+}
+
 /// Rule 3: a lapsed lease frees the key for the same request only.
-pub async fn a_lapsed_lease_still_refuses_another_fingerprint(store: Arc<dyn Store>) {
+pub async fn a_lapsed_lease_still_refuses_another_fingerprint(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, first) = (new_key(), fingerprint("{\"a\":1}"));
     claim_ok(
         &*store,
@@ -411,7 +533,8 @@ pub async fn a_lapsed_lease_still_refuses_another_fingerprint(store: Arc<dyn Sto
 }
 
 /// Rule 6: a completed record is forgotten after its TTL.
-pub async fn a_completed_record_expires_after_its_ttl(store: Arc<dyn Store>) {
+pub async fn a_completed_record_expires_after_its_ttl(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     store
@@ -431,7 +554,8 @@ pub async fn a_completed_record_expires_after_its_ttl(store: Arc<dyn Store>) {
 }
 
 /// Rule 6: a claim that is never completed nor released is forgotten after max(ttl, lease).
-pub async fn an_abandoned_claim_expires(store: Arc<dyn Store>) {
+pub async fn an_abandoned_claim_expires(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let (key, first) = (new_key(), fingerprint("{\"a\":1}"));
     let abandoned = Claim {
         lease: SHORT,
@@ -448,7 +572,8 @@ pub async fn an_abandoned_claim_expires(store: Arc<dyn Store>) {
 }
 
 /// Records of different keys do not affect each other.
-pub async fn keys_are_independent(store: Arc<dyn Store>) {
+pub async fn keys_are_independent(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let fp = fingerprint("{}");
     let (one, two, token) = (new_key(), new_key(), LeaseToken::random());
     claim_ok(&*store, claim(&one, &fp, token)).await;
@@ -467,7 +592,8 @@ pub async fn keys_are_independent(store: Arc<dyn Store>) {
 }
 
 /// Rule 1: of 1,000 claims racing on one key from many tasks, exactly one gets it.
-pub async fn concurrent_claims_grant_the_key_once(store: Arc<dyn Store>) {
+pub async fn concurrent_claims_grant_the_key_once(store: StoreUnderTest) {
+    let store = Arc::clone(store.store());
     let key = new_key();
     let fp = fingerprint("{\"race\":true}");
     let start = Arc::new(tokio::sync::Barrier::new(1000));
@@ -492,4 +618,41 @@ pub async fn concurrent_claims_grant_the_key_once(store: Arc<dyn Store>) {
         }
     }
     assert_eq!(granted, 1, "exactly one claim must win");
+}
+
+/// Rule 9: a record the store cannot read (a response that does not decode, a record format
+/// version this build does not know) is answered [`StoreError::Corrupt`], every time: never a
+/// panic, never a guess, and the record is not overwritten. Needs the store's
+/// [`corrupt`](StoreUnderTest::corrupt) hook.
+pub async fn an_unreadable_record_is_a_store_error(subject: StoreUnderTest) {
+    let Some(corrupt) = subject.corrupt.clone() else {
+        eprintln!(
+            "skipped an_unreadable_record_is_a_store_error: the store under test has no \
+             `corrupt` hook (a store that keeps no encoded records needs none)"
+        );
+        return;
+    };
+    let store = subject.store();
+    let damages = [
+        // A header count that, read as a capacity, overflows a HeaderMap.
+        Corruption::Response(vec![1, 0, 0, 200, 0xff, 0xff]),
+        Corruption::Response(b"not a record".to_vec()),
+        Corruption::FormatVersion(99),
+    ];
+    for damage in damages {
+        let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+        claim_ok(&**store, claim(&key, &fp, token)).await;
+        store
+            .complete(&key, token, &response("{}"), LONG)
+            .await
+            .unwrap();
+        corrupt(key, damage.clone()).await;
+        for attempt in ["first", "second"] {
+            let answer = store.claim(claim(&key, &fp, LeaseToken::random())).await;
+            assert!(
+                matches!(answer, Err(StoreError::Corrupt(_))),
+                "{damage:?}, {attempt} claim: expected a Corrupt error, got {answer:?}"
+            );
+        }
+    }
 }

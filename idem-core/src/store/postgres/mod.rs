@@ -36,7 +36,7 @@
 //! | `key` | `bytea` primary key | the 32-byte [`StoreKey`] |
 //! | `fingerprint` | `bytea` | [`Fingerprint::to_bytes`](crate::fingerprint::Fingerprint::to_bytes) |
 //! | `state` | `text` | `in_flight` or `completed` |
-//! | `lease_token`, `lease_expires_at` | `bytea`, `timestamptz` | the holder of an in-flight record |
+//! | `lease_token`, `lease_expires_at` | `bytea`, `timestamptz` | the holder of an in-flight record (the token stays once it is completed: the holder's repeated completion answers `Ok`) |
 //! | `expires_at` | `timestamptz`, indexed | when the record is forgotten |
 //! | `response_status`, `response_format`, `response` | `smallint`, `smallint`, `bytea` | the stored response |
 //! | `created_at`, `updated_at` | `timestamptz` | |
@@ -339,14 +339,15 @@ impl Store for PostgresStore {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let done = self
+        let done: bool = self
             .inner
             .statements
             .complete(key, token, response, ttl)
-            .execute(&self.inner.pool)
+            .fetch_one(&self.inner.pool)
             .await
+            .and_then(|row| row.try_get("done"))
             .map_err(|e| self.error(e))?;
-        fenced(done.rows_affected())
+        completed(done)
     }
 
     async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
@@ -383,6 +384,15 @@ impl Store for PostgresStore {
             self.inner.pool.clone(),
             Arc::clone(&self.inner.statements),
         )))
+    }
+}
+
+/// The answer of the completion statement: done, or fenced.
+fn completed(done: bool) -> Result<(), StoreError> {
+    if done {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost)
     }
 }
 

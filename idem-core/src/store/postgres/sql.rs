@@ -82,18 +82,29 @@ SELECT false, state, fingerprint, same_fingerprint, response_format, response, r
 FROM existing
 WHERE NOT EXISTS (SELECT FROM claimed)";
 
-/// The fenced completion: only the holder of a live in-flight record completes it.
+/// The fenced completion: only the holder of a live in-flight record completes it. The token
+/// stays with the completed record, so that the holder's completion sent again (after the
+/// answer to the first was lost) answers `done` too, and changes nothing. (In the statement's
+/// snapshot the second `EXISTS` sees the row as it was before the `UPDATE`.)
 const COMPLETE: &str = "\
-UPDATE {table} SET
-    state = 'completed',
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    response_status = $3,
-    response_format = $4,
-    response = $5,
-    expires_at = clock_timestamp() + $6,
-    updated_at = clock_timestamp()
-WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
+WITH completed AS (
+    UPDATE {table} SET
+        state = 'completed',
+        lease_expires_at = NULL,
+        response_status = $3,
+        response_format = $4,
+        response = $5,
+        expires_at = clock_timestamp() + $6,
+        updated_at = clock_timestamp()
+    WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()
+    RETURNING 1
+)
+SELECT EXISTS (SELECT FROM completed)
+    OR EXISTS (
+        SELECT FROM {table}
+        WHERE key = $1 AND lease_token = $2 AND state = 'completed'
+          AND expires_at > clock_timestamp()
+    ) AS done";
 
 /// The fenced renewal: the lease runs `$3` from now, and the record lives at least as long.
 const RENEW: &str = "\

@@ -8,7 +8,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::request::Parts;
-use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 
 use super::{error, sql::Statements};
 use crate::{
@@ -86,17 +86,18 @@ impl StoreTransaction for PostgresTransaction {
         } = *self;
         let completed = statements
             .complete(key, token, response, ttl)
-            .execute(&mut *transaction)
-            .await;
+            .fetch_one(&mut *transaction)
+            .await
+            .and_then(|row| row.try_get::<bool, _>("done"));
         match completed {
-            Ok(done) if done.rows_affected() == 1 => transaction.commit().await.map_err(|e| {
+            Ok(true) => transaction.commit().await.map_err(|e| {
                 if refused_commit(&e) {
                     StoreError::rolled_back(e)
                 } else {
                     error(&pool, e)
                 }
             }),
-            Ok(_) => {
+            Ok(false) => {
                 // Fenced: the handler's writes must not outlive the lease they ran under. A
                 // failed rollback ends the connection, which rolls back as well.
                 let _ = transaction.rollback().await;
@@ -110,10 +111,11 @@ impl StoreTransaction for PostgresTransaction {
                 transaction.rollback().await.map_err(|e| error(&pool, e))?;
                 let done = statements
                     .complete(key, token, response, ttl)
-                    .execute(&pool)
+                    .fetch_one(&pool)
                     .await
+                    .and_then(|row| row.try_get::<bool, _>("done"))
                     .map_err(|e| error(&pool, e))?;
-                super::fenced(done.rows_affected())
+                super::completed(done)
             }
             Err(failure) => match transaction.rollback().await {
                 // The completion failed and the rollback went through: nothing committed.

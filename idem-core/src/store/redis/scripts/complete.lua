@@ -1,11 +1,20 @@
 -- complete: KEYS[1] the record; ARGV token, encoded response, ttl ms.
--- Answers {'ok'} or {'lost'}.
+-- Answers {'ok'} or {'lost'}. The token stays with the completed record, so that its holder's
+-- completion sent again (after the answer to the first was lost) answers {'ok'} too, and
+-- changes nothing.
 local key = KEYS[1]
-local _, err = held(key, ARGV[1])
+local token = ARGV[1]
+local record, err = load(key)
 if err then
   return err
 end
+if not record or record.token ~= token then
+  return {'lost'}
+end
+if record.state == 'done' then
+  return {'ok'}
+end
 redis.call('HSET', key, 'state', 'done', 'response', ARGV[2])
-redis.call('HDEL', key, 'token', 'lease_until')
+redis.call('HDEL', key, 'lease_until')
 redis.call('PEXPIRE', key, ARGV[3])
 return {'ok'}

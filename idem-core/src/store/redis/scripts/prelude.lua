@@ -3,7 +3,8 @@
 --   v            the record format version: '1'
 --   state        'in_flight' or 'done'
 --   fp           the request fingerprint, hex of Fingerprint::to_bytes
---   token        the lease holder's token, 32 hex digits       (in flight only)
+--   token        the lease holder's token, 32 hex digits; kept once done, so that the
+--                holder's repeated completion is recognised
 --   lease_until  when the lease lapses, ms on the server clock  (in flight only)
 --   response     StoredResponse::encode bytes                    (done only)
 --
