@@ -48,6 +48,8 @@ pub enum Fault {
     LoseAnswer,
     /// The call never answers (a frozen server); nothing is applied.
     Hang,
+    /// The call is applied and then never answers (a server that froze after doing it).
+    Stall,
     /// The call never reaches the store but answers `Ok` (a renewal lost on the way).
     Skip,
 }
@@ -146,6 +148,10 @@ impl FaultyStore {
                 Err(StoreError::Timeout(Duration::from_millis(1)))
             }
             Some(Fault::Hang) => std::future::pending().await,
+            Some(Fault::Stall) => {
+                let _ = apply.await;
+                std::future::pending().await
+            }
             Some(Fault::Skip) => Ok(T::default()),
         }
     }
@@ -177,6 +183,10 @@ impl Store for FaultyStore {
                 Err(StoreError::Timeout(Duration::from_millis(1)))
             }
             Some(Fault::Hang) => std::future::pending().await,
+            Some(Fault::Stall) => {
+                let _ = self.inner.claim(claim).await;
+                std::future::pending().await
+            }
             // A claim cannot be skipped: one that never reaches the store is a failure.
             Some(Fault::Skip) => Err(StoreError::backend(refused())),
         }
