@@ -1,11 +1,17 @@
 //! What the runtime tells operators: one `tracing` event per decision, and counters through
 //! the `metrics` facade (feature `metrics`).
 //!
-//! Events carry the outcome and the route template, never the client's key value (only at
-//! `trace` level, for debugging). With the `metrics` feature every outcome increments
-//! `idem_requests_total{outcome, route}`.
+//! Events carry the outcome, the route template and, once the request has one, the first 16
+//! hex digits of its [`StoreKey`] (`key`), which is how an operator finds the record in Redis
+//! or PostgreSQL. The client's own key value is never logged: it is the client's secret in a
+//! global scope. An error is logged with its whole `source()` chain. With the `metrics`
+//! feature every outcome increments `idem_requests_total{outcome, route}`.
+
+use std::{error::Error, fmt};
 
 use tracing::Level;
+
+use crate::scope::StoreKey;
 
 /// What became of one request, as counted and logged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +38,8 @@ pub(crate) enum Outcome {
     Refused,
     /// The handler finished after another request had taken its key over.
     Fenced,
+    /// A handler ran and its result could not be stored: a retry may run it again.
+    Lost,
 }
 
 impl Outcome {
@@ -48,6 +56,7 @@ impl Outcome {
             Self::Unrecorded => "unrecorded",
             Self::Refused => "refused",
             Self::Fenced => "fenced",
+            Self::Lost => "lost",
         }
     }
 
@@ -56,21 +65,90 @@ impl Outcome {
             Self::Claimed | Self::Completed | Self::Replayed | Self::Unrecorded => Level::DEBUG,
             Self::Conflict | Self::Mismatch | Self::Released | Self::Refused => Level::INFO,
             Self::StoreError | Self::Fenced => Level::WARN,
-            Self::Panicked => Level::ERROR,
+            Self::Panicked | Self::Lost => Level::ERROR,
         }
     }
 }
 
 /// Logs and counts one outcome. `detail` is a short reason, free of client data.
-pub(crate) fn record(outcome: Outcome, route: &str, detail: &dyn std::fmt::Display) {
+pub(crate) fn record(
+    outcome: Outcome,
+    route: &str,
+    key: Option<&StoreKey>,
+    detail: &dyn fmt::Display,
+) {
     let name = outcome.as_str();
+    let key = key.map(|key| tracing::field::display(KeyPrefix(key)));
     match outcome.level() {
-        Level::ERROR => tracing::error!(outcome = name, route, "idempotency: {detail}"),
-        Level::WARN => tracing::warn!(outcome = name, route, "idempotency: {detail}"),
-        Level::INFO => tracing::info!(outcome = name, route, "idempotency: {detail}"),
-        _ => tracing::debug!(outcome = name, route, "idempotency: {detail}"),
+        Level::ERROR => tracing::error!(outcome = name, route, key, "idempotency: {detail}"),
+        Level::WARN => tracing::warn!(outcome = name, route, key, "idempotency: {detail}"),
+        Level::INFO => tracing::info!(outcome = name, route, key, "idempotency: {detail}"),
+        _ => tracing::debug!(outcome = name, route, key, "idempotency: {detail}"),
     }
     #[cfg(feature = "metrics")]
     metrics::counter!("idem_requests_total", "outcome" => name, "route" => route.to_owned())
         .increment(1);
+}
+
+/// [`record`] for a failure: `what` happened, because of `error` (logged with its causes).
+pub(crate) fn record_error(
+    outcome: Outcome,
+    route: &str,
+    key: Option<&StoreKey>,
+    what: &str,
+    error: &(dyn Error + 'static),
+) {
+    record(
+        outcome,
+        route,
+        key,
+        &format_args!("{what}: {}", Chain(error)),
+    );
+}
+
+/// The first eight bytes of a store key, in hex.
+struct KeyPrefix<'a>(&'a StoreKey);
+
+impl fmt::Display for KeyPrefix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.as_bytes()[..8]
+            .iter()
+            .try_for_each(|byte| write!(f, "{byte:02x}"))
+    }
+}
+
+/// An error and its `source()` chain, joined by `: `.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            write!(f, ": {error}")?;
+            source = error.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_names_every_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let error = crate::store::StoreError::backend(io);
+        assert_eq!(
+            Chain(&error).to_string(),
+            "the store failed: connection refused"
+        );
+    }
+
+    #[test]
+    fn a_key_prefix_is_sixteen_hex_digits() {
+        let key = StoreKey::from_bytes([0xab; 32]);
+        assert_eq!(KeyPrefix(&key).to_string(), "abababababababab");
+    }
 }

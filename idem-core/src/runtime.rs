@@ -10,11 +10,17 @@
 //! # drop(app);
 //! ```
 
-use std::{fmt, future::Future, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    future::Future,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
 
-use tokio_util::task::TaskTracker;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
+    flow::pending::Pending,
     scope::{PrincipalExtension, ResolvePrincipal},
     store::{MemoryStore, Store, StoreError},
 };
@@ -30,12 +36,24 @@ struct Inner {
     store: Arc<dyn Store>,
     resolver: Box<dyn ResolvePrincipal>,
     store_timeout: Duration,
+    shutdown_timeout: Duration,
+    /// Handlers running, inline in their request or detached from it.
     tasks: TaskTracker,
+    /// Store calls retried after their request was answered (see `flow::background`).
+    background: TaskTracker,
+    /// Stops the background calls at the end of a shutdown; replaced by a fresh token then,
+    /// so that a runtime shared by two servers keeps working.
+    background_stop: Mutex<CancellationToken>,
+    /// Results whose completion the store has not taken yet.
+    pending: Pending,
 }
 
 impl Idempotency {
     /// The default time a store call may take before the request fails closed: 5 seconds.
     pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// The default time [`shutdown`](Self::shutdown) waits for store calls still being
+    /// retried, after the handlers have finished: 10 seconds.
+    pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// A runtime on `store`, with the defaults of [`IdempotencyBuilder`].
     pub fn new(store: impl Store) -> Self {
@@ -67,10 +85,24 @@ impl Idempotency {
         self.inner.tasks.len()
     }
 
+    /// The number of results of handlers that ran whose completion the store has not taken
+    /// yet: the store failed when they finished, and the runtime retries in the background.
+    /// Meanwhile this process answers retries of their keys from its own copy.
+    pub fn pending_completions(&self) -> usize {
+        self.inner.pending.len()
+    }
+
     /// Waits until every handler that is running has finished and stored its result. Call
     /// it after the server stopped accepting requests (axum's graceful shutdown), before the
     /// process exits: a handler whose client disconnected is still running, and its result is
     /// what the client's retry will be answered with.
+    ///
+    /// Then it waits, for at most the [shutdown timeout](IdempotencyBuilder::shutdown_timeout)
+    /// (10 s by default), for the store calls that the runtime still retries in the
+    /// background: completions and releases that the store did not take when their request
+    /// ended (it was down, say). Those still unanswered then are stopped, and each is logged
+    /// at `error` (a result that was not stored: a retry of its key may run it again once its
+    /// lease lapses) or `warn` (a key that stays blocked until its lease lapses).
     ///
     /// ```
     /// # async fn serve(
@@ -85,17 +117,55 @@ impl Idempotency {
     /// # Ok(()) }
     /// ```
     pub fn shutdown(&self) -> impl Future<Output = ()> + Send + 'static {
-        let tasks = self.inner.tasks.clone();
-        tasks.close();
+        let inner = Arc::clone(&self.inner);
+        inner.tasks.close();
         async move {
-            tasks.wait().await;
+            inner.tasks.wait().await;
             // The tracker stays usable: a runtime shared by two servers keeps working.
-            tasks.reopen();
+            inner.tasks.reopen();
+            // Every handler has finished, so no new background call can start from here on.
+            inner.background.close();
+            if tokio::time::timeout(inner.shutdown_timeout, inner.background.wait())
+                .await
+                .is_err()
+            {
+                let stop = std::mem::take(
+                    &mut *inner
+                        .background_stop
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner),
+                );
+                stop.cancel();
+                inner.background.wait().await;
+            }
+            inner.background.reopen();
         }
     }
 
     pub(crate) fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
+    }
+
+    pub(crate) fn background(&self) -> &TaskTracker {
+        &self.inner.background
+    }
+
+    /// The token that stops the background calls started now.
+    pub(crate) fn background_stop(&self) -> CancellationToken {
+        self.inner
+            .background_stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn pending(&self) -> &Pending {
+        &self.inner.pending
+    }
+
+    /// The most time one store call may take.
+    pub(crate) fn store_timeout(&self) -> Duration {
+        self.inner.store_timeout
     }
 
     /// Runs one store call under the runtime's timeout, so no store can hang a request.
@@ -123,6 +193,7 @@ impl fmt::Debug for Idempotency {
             .field("store", &self.inner.store)
             .field("store_timeout", &self.inner.store_timeout)
             .field("running", &self.running())
+            .field("pending_completions", &self.pending_completions())
             .finish_non_exhaustive()
     }
 }
@@ -133,6 +204,7 @@ pub struct IdempotencyBuilder {
     store: Arc<dyn Store>,
     resolver: Box<dyn ResolvePrincipal>,
     store_timeout: Duration,
+    shutdown_timeout: Duration,
 }
 
 impl IdempotencyBuilder {
@@ -141,6 +213,7 @@ impl IdempotencyBuilder {
             store,
             resolver: Box::new(PrincipalExtension),
             store_timeout: Idempotency::DEFAULT_STORE_TIMEOUT,
+            shutdown_timeout: Idempotency::DEFAULT_SHUTDOWN_TIMEOUT,
         }
     }
 
@@ -158,6 +231,13 @@ impl IdempotencyBuilder {
         self
     }
 
+    /// How long [`Idempotency::shutdown`] waits, once the handlers have finished, for the
+    /// store calls that the runtime still retries in the background (10 seconds by default).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
     /// Builds the runtime.
     pub fn build(self) -> Idempotency {
         Idempotency {
@@ -165,7 +245,11 @@ impl IdempotencyBuilder {
                 store: self.store,
                 resolver: self.resolver,
                 store_timeout: self.store_timeout,
+                shutdown_timeout: self.shutdown_timeout,
                 tasks: TaskTracker::new(),
+                background: TaskTracker::new(),
+                background_stop: Mutex::default(),
+                pending: Pending::default(),
             }),
         }
     }
@@ -176,6 +260,7 @@ impl fmt::Debug for IdempotencyBuilder {
         f.debug_struct("IdempotencyBuilder")
             .field("store", &self.store)
             .field("store_timeout", &self.store_timeout)
+            .field("shutdown_timeout", &self.shutdown_timeout)
             .finish_non_exhaustive()
     }
 }

@@ -1,1 +1,134 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests: a service served on a loopback port, a real HTTP
+//! client, and what the client saw.
+//!
+//! Every test that claims to test HTTP behaviour goes through these: a router served by
+//! axum on `127.0.0.1:0`, requests sent by reqwest over TCP.
+
+use std::{net::SocketAddr, time::Duration};
+
+use axum::Router;
+use bytes::Bytes;
+use reqwest::{StatusCode, header::HeaderMap};
+use serde_json::Value;
+
+/// How long any one request may take before the test fails rather than hangs.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A router served on a free loopback port until the test ends.
+#[derive(Debug)]
+pub struct Served {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Served {
+    /// Serves `router`.
+    pub async fn start(router: Router) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free loopback port");
+        let addr = listener.local_addr().expect("a bound address");
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .await
+                .expect("the server runs");
+        });
+        Self { addr, task }
+    }
+
+    /// The URL of `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What the client saw of one answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The status code.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body's bytes.
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// Sends `request` and reads the whole answer.
+    pub async fn of(request: reqwest::RequestBuilder) -> Self {
+        let response = request
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .expect("the request gets an answer");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.bytes().await.expect("the body is read");
+        Self {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|error| panic!("the body is not JSON ({error}): {:?}", self.body))
+    }
+
+    /// Whether the answer is a replay (`Idempotent-Replayed: true`).
+    pub fn replayed(&self) -> bool {
+        self.headers
+            .get("idempotent-replayed")
+            .is_some_and(|value| value == "true")
+    }
+
+    /// A header as text, if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// Asserts that the answer is Problem Details of `status` whose `type` ends with
+    /// `#slug`, and answers its body.
+    #[track_caller]
+    pub fn problem(&self, status: StatusCode, slug: &str) -> Value {
+        assert_eq!(self.status, status, "status of {:?}", self.body);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json"),
+            "media type of a {status} answer"
+        );
+        let body = self.json();
+        let kind = body["type"].as_str().unwrap_or_default();
+        assert!(
+            kind.ends_with(&format!("#{slug}")),
+            "type {kind:?}, expected one ending with #{slug}"
+        );
+        assert_eq!(body["status"], status.as_u16());
+        body
+    }
+}
+
+/// Polls `check` every 20 ms until it holds, for at most `within`; answers whether it did.
+/// For waiting on work the runtime does in the background, with a bound generous enough
+/// that a slow machine does not fail the test.
+pub async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

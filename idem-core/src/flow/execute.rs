@@ -4,21 +4,33 @@
 //! and stores it (or releases the key), and only then answers. It is [`Detachable`]: if the
 //! client disconnects and hyper drops the request, the run carries on in a task of its own,
 //! so the client's retry finds the result.
+//!
+//! A completion or a release that the store does not take is not given up on: it goes on in
+//! the background ([`background`](super::background)) until the store answers, and a result
+//! waiting for the store answers this process's retries of its key meanwhile
+//! ([`pending`](super::pending)).
 
 use std::{panic::AssertUnwindSafe, time::Duration};
 
-use super::{counts_as_result, detach::Detachable, store_unavailable};
+use super::{
+    answer::{self, Released},
+    background, counts_as_result,
+    detach::Detachable,
+};
 use crate::{
     Idempotency,
     context::IdempotencyContext,
+    fingerprint::Fingerprint,
     observe::{self, Outcome},
     policy::Policy,
-    problem::{Problem, ProblemKind},
-    replay::capture::{Captured, capture},
+    replay::{
+        StoredResponse,
+        capture::{Captured, capture},
+    },
     scope::{Route, StoreKey},
-    store::{LeaseToken, StoreError},
+    store::{LeaseToken, StoreError, StoreTransaction},
 };
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures_util::FutureExt;
 
 /// A claimed key and what the runtime needs to finish its request.
@@ -26,6 +38,7 @@ pub(super) struct Run {
     pub(super) idem: Idempotency,
     pub(super) policy: Policy,
     pub(super) key: StoreKey,
+    pub(super) fingerprint: Fingerprint,
     pub(super) token: LeaseToken,
     pub(super) route: Route,
     pub(super) context: IdempotencyContext,
@@ -42,9 +55,6 @@ enum Finished {
     /// Its response body failed before it was read whole: release the key.
     BodyFailed,
 }
-
-/// How many times completion is tried before the runtime gives up on storing a result.
-const COMPLETE_ATTEMPTS: u32 = 3;
 
 impl Run {
     /// Runs `handler` to the end and answers with its response. If this future is dropped
@@ -98,17 +108,9 @@ impl Run {
 
     /// Releases the key after the handler failed, and answers 500 Problem Details.
     async fn fail(&self, outcome: Outcome, why: &str) -> Response {
-        observe::record(
-            outcome,
-            self.route.as_str(),
-            &format_args!("the handler failed: {why}"),
-        );
-        self.release("released after a failure").await;
-        let detail = format!(
-            "the request failed unexpectedly ({why}); the Idempotency-Key was released, so \
-             retrying it runs the request again"
-        );
-        Problem::new(ProblemKind::HandlerFailed, detail).into_response()
+        self.record(outcome, &format_args!("the handler failed: {why}"));
+        let released = self.release("released after a failure").await;
+        answer::handler_failed(&self.policy, why, released)
     }
 
     /// Renews the lease every third of it, for as long as it is polled. Never returns.
@@ -127,132 +129,219 @@ impl Run {
                 Err(StoreError::LeaseLost) => {
                     // Another request took the key over. The handler cannot be stopped safely
                     // half-way; its completion will be fenced. Stop renewing.
-                    observe::record(
+                    self.record(
                         Outcome::Fenced,
-                        self.route.as_str(),
-                        &"the lease was taken over while the handler ran",
+                        &"another request took the key over while the handler ran",
                     );
                     return std::future::pending().await;
                 }
                 // A passing store fault: the lease still has two thirds left; try again.
-                Err(error) => observe::record(Outcome::StoreError, self.route.as_str(), &error),
+                Err(error) => self.record_error(
+                    Outcome::StoreError,
+                    "the lease could not be renewed",
+                    &error,
+                ),
             }
         }
     }
 
+    /// Stores the result, then answers the caller with it.
     async fn complete(self, captured: Captured) -> Response {
         let Captured { record, response } = captured;
-        if let Some(transaction) = self.context.take_transaction().await {
-            let completion = transaction.complete(&self.key, self.token, &record, self.policy.ttl);
-            return match self.idem.call_store(completion).await {
-                Ok(()) => {
-                    observe::record(
-                        Outcome::Completed,
-                        self.route.as_str(),
-                        &"stored with the handler's transaction",
-                    );
-                    response
-                }
-                Err(StoreError::LeaseLost) => {
-                    // The handler's writes rolled back with the record: the request that took
-                    // the key over is the one running the operation now.
-                    observe::record(
-                        Outcome::Fenced,
-                        self.route.as_str(),
-                        &"the transaction was rolled back",
-                    );
-                    Problem::new(
-                        ProblemKind::RequestInFlight,
-                        "another request with this Idempotency-Key took over while this one ran; \
-                         retry to get its result",
-                    )
-                    .with_retry_after(self.policy.retry_after)
-                    .into_response()
-                }
-                Err(StoreError::RolledBack(why)) => {
-                    // Nothing committed, the record is still in flight under our token:
-                    // release it so the retry runs the operation again.
-                    observe::record(
-                        Outcome::StoreError,
-                        self.route.as_str(),
-                        &format_args!("rolled back: {why}"),
-                    );
-                    self.release("released after its transaction rolled back")
-                        .await;
-                    store_unavailable(
-                        &self.policy,
-                        "the request's transaction could not commit and was rolled back; nothing \
-                         was stored and the Idempotency-Key was released: retry",
-                    )
-                }
-                Err(error) => {
-                    // The commit's outcome is unknown: leave the record to its lease, so a
-                    // retry replays if it committed and runs again if it did not.
-                    observe::record(Outcome::StoreError, self.route.as_str(), &error);
-                    store_unavailable(
-                        &self.policy,
-                        "the result of this request could not be committed",
-                    )
-                }
-            };
-        }
-        for attempt in 1..=COMPLETE_ATTEMPTS {
-            let completion =
-                self.idem
-                    .store()
-                    .complete(&self.key, self.token, &record, self.policy.ttl);
-            match self.idem.call_store(completion).await {
-                Ok(()) => {
-                    observe::record(Outcome::Completed, self.route.as_str(), &record.status());
-                    break;
-                }
-                Err(StoreError::LeaseLost) => {
-                    observe::record(
-                        Outcome::Fenced,
-                        self.route.as_str(),
-                        &"the handler finished after its lease was taken over; its result was not stored",
-                    );
-                    break;
-                }
-                Err(error) if attempt == COMPLETE_ATTEMPTS => {
-                    // The operation ran; its caller gets the result. The key stays in flight
-                    // until its lease lapses, then a retry runs again.
-                    observe::record(
-                        Outcome::StoreError,
-                        self.route.as_str(),
-                        &format_args!("the result could not be stored: {error}"),
-                    );
-                }
-                Err(error) => {
-                    observe::record(Outcome::StoreError, self.route.as_str(), &error);
-                    tokio::time::sleep(Duration::from_millis(20) * attempt).await;
-                }
+        match self.context.take_transaction().await {
+            Some(transaction) => self.complete_in(transaction, &record, response).await,
+            None => {
+                self.complete_on_its_own(record).await;
+                response
             }
         }
-        response
     }
 
-    async fn release(&self, why: &str) {
+    /// Completes the record on its own. If the store does not take it, the result stays
+    /// pending in this process and the completion goes on in the background: the operation
+    /// ran, and its caller gets the result now.
+    async fn complete_on_its_own(&self, record: StoredResponse) {
+        let completion =
+            self.idem
+                .store()
+                .complete(&self.key, self.token, &record, self.policy.ttl);
+        match self.idem.call_store(completion).await {
+            Ok(()) => self.record(Outcome::Completed, &record.status()),
+            Err(StoreError::LeaseLost) => self.record(
+                Outcome::Fenced,
+                &"another request took the key over before this result could be stored; the \
+                  result was not stored",
+            ),
+            Err(error) if error.outcome_unknown() => {
+                self.record_error(
+                    Outcome::StoreError,
+                    "the result could not be stored yet; this process keeps it and stores it \
+                     as soon as the store answers",
+                    &error,
+                );
+                self.idem
+                    .pending()
+                    .insert(self.key, self.token, self.fingerprint, record.clone());
+                background::complete(
+                    &self.idem,
+                    self.key,
+                    self.token,
+                    record,
+                    self.policy.ttl,
+                    self.route.clone(),
+                );
+            }
+            Err(error) => self.record_error(
+                Outcome::Lost,
+                "the store refused the result of a request that ran; it was not stored",
+                &error,
+            ),
+        }
+    }
+
+    /// Completes the record inside the handler's transaction and commits both.
+    async fn complete_in(
+        self,
+        transaction: Box<dyn StoreTransaction>,
+        record: &StoredResponse,
+        response: Response,
+    ) -> Response {
+        let completion = transaction.complete(&self.key, self.token, record, self.policy.ttl);
+        match self.idem.call_store(completion).await {
+            Ok(()) => {
+                self.record(Outcome::Completed, &"stored with the handler's transaction");
+                response
+            }
+            Err(StoreError::LeaseLost) => {
+                // The handler's writes rolled back with the record: the request that took
+                // the key over is the one running the operation now.
+                self.record(
+                    Outcome::Fenced,
+                    &"another request took the key over; the handler's transaction was rolled back",
+                );
+                answer::taken_over(&self.policy)
+            }
+            Err(StoreError::RolledBack(why)) => {
+                // Nothing committed, the record is still in flight under our token: release
+                // it so that a retry runs the operation again.
+                self.record(
+                    Outcome::StoreError,
+                    &format_args!(
+                        "the handler's transaction was rolled back: {}",
+                        observe::Chain(&*why)
+                    ),
+                );
+                let released = self
+                    .release("released after its transaction rolled back")
+                    .await;
+                answer::store_unavailable(
+                    &self.policy,
+                    match released {
+                        Released::Now => {
+                            "the request's transaction could not commit and was rolled back: \
+                             nothing was stored, and the Idempotency-Key was released, so \
+                             retrying it runs the request again"
+                        }
+                        Released::Later | Released::Blocked => {
+                            "the request's transaction could not commit and was rolled back: \
+                             nothing was stored; the Idempotency-Key is released as soon as the \
+                             idempotency store answers again, and a retry after that runs the \
+                             request again"
+                        }
+                        Released::TakenOver => {
+                            "the request's transaction could not commit and was rolled back; \
+                             another request with this Idempotency-Key has taken it over, and a \
+                             retry gets that request's result"
+                        }
+                    },
+                )
+            }
+            Err(error) => {
+                // The commit's outcome is unknown. Releasing under our token settles it: if
+                // the commit landed the record is completed and the release finds nothing to
+                // do; if not, the key is freed and a retry runs the operation again (its
+                // writes rolled back with the record).
+                self.record_error(
+                    Outcome::StoreError,
+                    "the outcome of the handler's transaction is unknown",
+                    &error,
+                );
+                background::release(
+                    &self.idem,
+                    self.key,
+                    self.token,
+                    self.policy.ttl.max(self.policy.lease),
+                    self.route.clone(),
+                );
+                answer::store_unavailable(
+                    &self.policy,
+                    "the request ran, but whether its result was committed is unknown: retry \
+                     with the same Idempotency-Key after the time in Retry-After; the retry gets \
+                     the result if it was committed, and runs the request again if it was not",
+                )
+            }
+        }
+    }
+
+    /// Rolls the handler's transaction back, if it opened one, and releases the key. A
+    /// release the store does not answer goes on in the background.
+    async fn release(&self, why: &str) -> Released {
         if let Some(transaction) = self.context.take_transaction().await
             && let Err(error) = self.idem.call_store(transaction.rollback()).await
         {
-            observe::record(Outcome::StoreError, self.route.as_str(), &error);
+            // A transaction that cannot be rolled back explicitly rolls back with its
+            // connection: nothing of it commits.
+            self.record_error(
+                Outcome::StoreError,
+                "the handler's transaction could not be rolled back",
+                &error,
+            );
         }
-        match self
-            .idem
-            .call_store(self.idem.store().release(&self.key, self.token))
-            .await
-        {
-            Ok(()) => observe::record(Outcome::Released, self.route.as_str(), &why),
-            Err(StoreError::LeaseLost) => {
-                observe::record(
-                    Outcome::Fenced,
-                    self.route.as_str(),
-                    &"the key was taken over before its release",
-                );
+        let release = self.idem.store().release(&self.key, self.token);
+        match self.idem.call_store(release).await {
+            Ok(()) => {
+                self.record(Outcome::Released, &why);
+                Released::Now
             }
-            // The key stays blocked until its lease lapses.
-            Err(error) => observe::record(Outcome::StoreError, self.route.as_str(), &error),
+            Err(StoreError::LeaseLost) => {
+                self.record(
+                    Outcome::Fenced,
+                    &"another request took the key over before it was released",
+                );
+                Released::TakenOver
+            }
+            Err(error) if error.outcome_unknown() => {
+                self.record_error(
+                    Outcome::StoreError,
+                    "the key could not be released yet; the release goes on in the background",
+                    &error,
+                );
+                background::release(
+                    &self.idem,
+                    self.key,
+                    self.token,
+                    self.policy.ttl.max(self.policy.lease),
+                    self.route.clone(),
+                );
+                Released::Later
+            }
+            Err(error) => {
+                self.record_error(
+                    Outcome::StoreError,
+                    "the store refused to release the key; it stays blocked until its lease \
+                     lapses",
+                    &error,
+                );
+                Released::Blocked
+            }
         }
+    }
+
+    fn record(&self, outcome: Outcome, detail: &dyn std::fmt::Display) {
+        observe::record(outcome, self.route.as_str(), Some(&self.key), detail);
+    }
+
+    fn record_error(&self, outcome: Outcome, what: &str, error: &StoreError) {
+        observe::record_error(outcome, self.route.as_str(), Some(&self.key), what, error);
     }
 }

@@ -12,8 +12,11 @@
 // A refusal is a `Response`, returned once per request; see `__private`.
 #![allow(clippy::result_large_err)]
 
+mod answer;
+mod background;
 mod detach;
 mod execute;
+pub(crate) mod pending;
 
 use std::{future::Future, time::Duration};
 
@@ -39,6 +42,8 @@ use crate::{
     scope::{self, Route, StoreKey, route_of},
     store::{Claim, ClaimOutcome, LeaseToken},
 };
+
+use self::pending::PendingAnswer;
 
 /// A request that passed the checks that need no store.
 pub(crate) enum Admission {
@@ -158,7 +163,7 @@ pub(crate) fn store_key(
 }
 
 fn refuse(kind: ProblemKind, detail: String, route: &str) -> Response {
-    observe::record(Outcome::Refused, route, &kind.slug());
+    observe::record(Outcome::Refused, route, None, &kind.slug());
     Problem::new(kind, detail).into_response()
 }
 
@@ -178,12 +183,13 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Response> + Send + 'static,
 {
-    match acquire(idem, policy, &key, fingerprint, route.as_str()).await {
+    match acquire(idem, policy, &key, fingerprint, &route).await {
         Acquired::Claimed(token) => {
             let run = execute::Run {
                 idem: idem.clone(),
                 policy: *policy,
                 key,
+                fingerprint: *fingerprint,
                 token,
                 route,
                 context,
@@ -207,6 +213,7 @@ pub(crate) async fn run_unrecorded(
     observe::record(
         Outcome::Unrecorded,
         route,
+        None,
         &"ran without an idempotency record",
     );
     let response = handler.await;
@@ -218,8 +225,14 @@ pub(crate) async fn run_unrecorded(
             idem.call_store(transaction.rollback()).await
         };
         if let Err(error) = ended {
-            observe::record(Outcome::StoreError, route, &error);
-            return store_unavailable(
+            observe::record_error(
+                Outcome::StoreError,
+                route,
+                None,
+                "the transaction of a request without a record could not be ended",
+                &error,
+            );
+            return answer::store_unavailable(
                 policy,
                 "the transaction of this request could not be committed",
             );
@@ -233,12 +246,6 @@ pub(crate) async fn run_unrecorded(
 pub(crate) fn counts_as_result(policy: &Policy, response: &Response) -> bool {
     response.extensions().get::<NoStore>().is_none()
         && (policy.store_server_errors || !response.status().is_server_error())
-}
-
-fn store_unavailable(policy: &Policy, detail: &'static str) -> Response {
-    Problem::new(ProblemKind::StoreUnavailable, detail)
-        .with_retry_after(policy.retry_after)
-        .into_response()
 }
 
 enum Acquired {
@@ -259,8 +266,25 @@ async fn acquire(
     policy: &Policy,
     key: &StoreKey,
     fingerprint: &Fingerprint,
-    route: &str,
+    route: &Route,
 ) -> Acquired {
+    // A result of this process that the store has not taken yet answers first: the store
+    // still shows its key in flight.
+    match idem.pending().answer(key, fingerprint) {
+        Some(PendingAnswer::Replay(stored)) => {
+            observe::record(
+                Outcome::Replayed,
+                route.as_str(),
+                Some(key),
+                &"replayed from this process's copy; the store has not taken it yet",
+            );
+            return Acquired::Answer(stored.into_replay());
+        }
+        Some(PendingAnswer::Mismatch(stored)) => {
+            return Acquired::Answer(mismatch(route, key, fingerprint, Some(stored.algorithm())));
+        }
+        None => {}
+    }
     let deadline = match policy.on_conflict {
         OnConflict::Reject => None,
         OnConflict::Wait(wait) => Some(Instant::now() + wait),
@@ -269,44 +293,63 @@ async fn acquire(
     loop {
         // A waiting request claims again rather than only looking: if the first request
         // released its key or its lease lapsed meanwhile, this one takes over at once.
-        let token = LeaseToken::random();
         let claim = Claim {
             key,
             fingerprint,
-            token,
+            token: LeaseToken::random(),
             lease: policy.lease,
             ttl: policy.ttl,
         };
-        let outcome = match idem.call_store(idem.store().claim(claim)).await {
-            Ok(outcome) => outcome,
+        let unanswered = UnansweredClaim::new(idem, &claim, route);
+        let result = idem.call_store(idem.store().claim(claim)).await;
+        let outcome = match result {
+            Ok(outcome) => {
+                unanswered.answered();
+                outcome
+            }
             Err(error) => {
-                observe::record(Outcome::StoreError, route, &error);
-                release_abandoned_claim(idem, key, token);
+                // Timed out or failed on the way: the claim may have landed under a token
+                // nobody holds. Dropping the guard releases under it, which frees the key
+                // as soon as the store answers again if it did, and is harmless if not.
+                if error.outcome_unknown() {
+                    drop(unanswered);
+                } else {
+                    unanswered.answered();
+                }
+                observe::record_error(
+                    Outcome::StoreError,
+                    route.as_str(),
+                    Some(key),
+                    "the claim failed",
+                    &error,
+                );
                 return match policy.on_store_error {
-                    OnStoreError::Fail => Acquired::Answer(store_unavailable(
-                        policy,
-                        "the idempotency store could not be reached, so the request was not run; \
-                         retry with the same Idempotency-Key",
-                    )),
+                    OnStoreError::Fail => Acquired::Answer(answer::claim_failed(policy)),
                     OnStoreError::Run => Acquired::Unrecorded,
                 };
             }
         };
         match outcome {
             ClaimOutcome::Claimed => {
-                observe::record(Outcome::Claimed, route, &"running the handler");
-                return Acquired::Claimed(token);
+                observe::record(
+                    Outcome::Claimed,
+                    route.as_str(),
+                    Some(key),
+                    &"running the handler",
+                );
+                return Acquired::Claimed(claim.token);
             }
             ClaimOutcome::Completed(stored) => {
-                observe::record(Outcome::Replayed, route, &stored.status());
+                observe::record(
+                    Outcome::Replayed,
+                    route.as_str(),
+                    Some(key),
+                    &stored.status(),
+                );
                 return Acquired::Answer(stored.into_replay());
             }
             ClaimOutcome::Mismatch { stored_algorithm } => {
-                return Acquired::Answer(mismatch(
-                    route,
-                    fingerprint.algorithm(),
-                    stored_algorithm,
-                ));
+                return Acquired::Answer(mismatch(route, key, fingerprint, stored_algorithm));
             }
             ClaimOutcome::InFlight => {
                 let now = Instant::now();
@@ -318,17 +361,11 @@ async fn acquire(
                     _ => {
                         observe::record(
                             Outcome::Conflict,
-                            route,
+                            route.as_str(),
+                            Some(key),
                             &"the first request is in flight",
                         );
-                        let problem = Problem::new(
-                            ProblemKind::RequestInFlight,
-                            "the first request with this Idempotency-Key is still being processed; \
-                             retry after the time in Retry-After to get its result",
-                        );
-                        return Acquired::Answer(
-                            problem.with_retry_after(policy.retry_after).into_response(),
-                        );
+                        return Acquired::Answer(answer::in_flight(policy));
                     }
                 }
             }
@@ -336,42 +373,72 @@ async fn acquire(
     }
 }
 
-/// A claim that failed with a timeout or a lost reply may still have been applied, leaving the
-/// key in flight under a token nobody holds until its lease lapses. Releasing under that token
-/// is harmless if the claim never landed and frees the key at once if it did; it runs in the
-/// background so the refused request is answered without waiting for a store that is failing.
-fn release_abandoned_claim(idem: &Idempotency, key: &StoreKey, token: LeaseToken) {
-    let (runtime, key) = (idem.clone(), *key);
-    idem.tasks().spawn(async move {
-        let _ = runtime
-            .call_store(runtime.store().release(&key, token))
-            .await;
-    });
+/// A claim sent to the store and not answered yet: its outcome is unknown until the store
+/// answers.
+///
+/// If the store's answer is lost (the call fails or times out, or the request is dropped
+/// while it waits, because its client disconnected), the claim may have landed under a token
+/// that nobody holds, blocking its key until the lease lapses. Dropping this guard before
+/// [`answered`](Self::answered) releases the key under that token in the background, retried
+/// until the store answers: that frees the key if the claim landed and is harmless if not.
+struct UnansweredClaim<'a> {
+    idem: &'a Idempotency,
+    key: StoreKey,
+    token: LeaseToken,
+    lifetime: Duration,
+    route: &'a Route,
+    armed: bool,
+}
+
+impl<'a> UnansweredClaim<'a> {
+    fn new(idem: &'a Idempotency, claim: &Claim<'_>, route: &'a Route) -> Self {
+        Self {
+            idem,
+            key: *claim.key,
+            token: claim.token,
+            lifetime: claim.in_flight_lifetime(),
+            route,
+            armed: true,
+        }
+    }
+
+    /// The store answered: the outcome is known.
+    fn answered(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for UnansweredClaim<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            background::release_unanswered_claim(
+                self.idem,
+                self.key,
+                self.token,
+                self.lifetime,
+                self.route.clone(),
+            );
+        }
+    }
 }
 
 fn mismatch(
-    route: &str,
-    ours: FingerprintAlgorithm,
+    route: &Route,
+    key: &StoreKey,
+    fingerprint: &Fingerprint,
     stored: Option<FingerprintAlgorithm>,
 ) -> Response {
-    let detail = if stored == Some(ours) {
-        observe::record(
-            Outcome::Mismatch,
-            route,
-            &"the request differs from the first one",
-        );
-        "this Idempotency-Key was already used for a request with a different body; use a new \
-         key for a new operation"
-    } else {
-        // Not the client's fault as such: the server changed how it fingerprints (or the
-        // route's fingerprint mode changed) since the key was first used.
-        observe::record(
-            Outcome::Mismatch,
-            route,
-            &format_args!("fingerprint algorithm changed: stored {stored:?}, request {ours:?}"),
-        );
-        "this Idempotency-Key was first used under another request fingerprint algorithm, so this \
-         request cannot be matched to it; use a new key"
+    let ours = fingerprint.algorithm();
+    let detail = match stored {
+        Some(stored) if stored == ours => "the request differs from the first one".to_owned(),
+        Some(stored) => format!(
+            "the request differs from the first one: fingerprinted {ours}, the first {stored}"
+        ),
+        None => format!(
+            "the request cannot be matched to the first one, whose fingerprint algorithm this \
+             build does not know (this one: {ours})"
+        ),
     };
-    Problem::new(ProblemKind::KeyReused, detail).into_response()
+    observe::record(Outcome::Mismatch, route.as_str(), Some(key), &detail);
+    answer::key_reused(ours, stored)
 }

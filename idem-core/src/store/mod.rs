@@ -193,6 +193,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the call may or may not have been applied: a timeout or a backend failure.
+    /// The runtime retries such a write until the store answers (or, for a claim, releases
+    /// under its token, in case it landed).
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, Self::Timeout(_) | Self::Backend(_))
+    }
+
     /// Wraps a backend error.
     pub fn backend(error: impl Into<BoxError>) -> Self {
         Self::Backend(error.into())

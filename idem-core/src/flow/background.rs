@@ -1,0 +1,256 @@
+//! Store calls that outlive their request: a release or a completion that the store did not
+//! take the first time, retried until it gives a definite answer.
+//!
+//! A fenced write whose call failed or timed out has an unknown outcome (store rule 7): it may
+//! have been applied, or not. Given up on, a release leaves its key blocked until the lease
+//! lapses, and a completion leaves the key in flight until the lease lapses, after which a
+//! retry runs the operation again although its first result was already sent. So each is
+//! retried here, in a task of the runtime's, with a backoff capped at [`LONGEST_PAUSE`] so that
+//! it lands within about that long of the store answering again, until the store answers `Ok`
+//! or [`LeaseLost`](StoreError::LeaseLost), or the record's lifetime has passed. Both answers
+//! are definite: completion is idempotent for the token that holds the key, so a retried
+//! completion whose first attempt did land answers `Ok`, and `LeaseLost` means that the key is
+//! not held under this token any more (released, completed or taken over).
+//!
+//! These tasks are not the request's: a client that disconnects does not cancel them. At
+//! shutdown, [`Idempotency::shutdown`] waits for them for a bounded time, then stops them and
+//! logs each one that did not land.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{
+    Idempotency,
+    observe::{self, Outcome},
+    replay::StoredResponse,
+    scope::{Route, StoreKey},
+    store::{LeaseToken, StoreError},
+};
+
+/// The first pause between two attempts, and the longest.
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+pub(crate) const LONGEST_PAUSE: Duration = Duration::from_secs(1);
+
+/// What a background call is for.
+enum Write {
+    /// Release a key whose claim was not answered: it may land after the first release
+    /// attempt (a statement still running on another connection of a pool), so "not held"
+    /// is only believed once `settled_at` has passed.
+    ReleaseUnanswered {
+        settled_at: Instant,
+    },
+    Release,
+    Complete {
+        record: StoredResponse,
+        ttl: Duration,
+    },
+}
+
+impl Write {
+    async fn attempt(
+        &self,
+        idem: &Idempotency,
+        key: &StoreKey,
+        token: LeaseToken,
+    ) -> Result<(), StoreError> {
+        let store = idem.store();
+        match self {
+            Self::ReleaseUnanswered { .. } | Self::Release => {
+                idem.call_store(store.release(key, token)).await
+            }
+            Self::Complete { record, ttl } => {
+                idem.call_store(store.complete(key, token, record, *ttl))
+                    .await
+            }
+        }
+    }
+}
+
+/// Releases `key` under `token`, a claim whose answer was lost, in the background.
+///
+/// The claim may have landed or not, and may still be landing: the store is asked until it
+/// has had the runtime's store timeout to finish it, then until it answers. `lifetime`
+/// bounds the retries: after it the in-flight record has expired in the store anyway.
+pub(crate) fn release_unanswered_claim(
+    idem: &Idempotency,
+    key: StoreKey,
+    token: LeaseToken,
+    lifetime: Duration,
+    route: Route,
+) {
+    let settled_at = Instant::now() + idem.store_timeout();
+    let write = Write::ReleaseUnanswered { settled_at };
+    spawn(idem, key, token, write, lifetime, route);
+}
+
+/// Releases `key` under `token` in the background, retrying until the store answers.
+///
+/// `lifetime` bounds the retries: after it the in-flight record has expired in the store
+/// anyway. Used for a release that failed after the handler, and to settle a commit whose
+/// outcome is unknown.
+pub(crate) fn release(
+    idem: &Idempotency,
+    key: StoreKey,
+    token: LeaseToken,
+    lifetime: Duration,
+    route: Route,
+) {
+    spawn(idem, key, token, Write::Release, lifetime, route);
+}
+
+/// Completes `key` under `token` with `record` in the background, retrying until the store
+/// takes it or `ttl` has passed. Until then the runtime answers retries of the key in this
+/// process from its own copy (see [`Pending`](super::pending::Pending)).
+pub(crate) fn complete(
+    idem: &Idempotency,
+    key: StoreKey,
+    token: LeaseToken,
+    record: StoredResponse,
+    ttl: Duration,
+    route: Route,
+) {
+    spawn(
+        idem,
+        key,
+        token,
+        Write::Complete { record, ttl },
+        ttl,
+        route,
+    );
+}
+
+fn spawn(
+    idem: &Idempotency,
+    key: StoreKey,
+    token: LeaseToken,
+    write: Write,
+    lifetime: Duration,
+    route: Route,
+) {
+    let runtime = idem.clone();
+    let stop = idem.background_stop();
+    let work = async move {
+        let deadline = Instant::now() + lifetime;
+        let outcome = tokio::select! {
+            outcome = retry(&runtime, &key, token, &write, deadline) => Some(outcome),
+            () = stop.cancelled() => None,
+        };
+        if let Write::Complete { .. } = write {
+            runtime.pending().remove(&key, token);
+        }
+        report(&write, outcome, route.as_str(), &key);
+    };
+    idem.background().spawn(work);
+}
+
+/// How a background write ended.
+enum Ended {
+    /// The store took it.
+    Done,
+    /// The key is not held under this token any more.
+    NotHeld,
+    /// The store refused it for good (a corrupt record, say).
+    Refused(StoreError),
+    /// The record's lifetime passed before the store answered.
+    Expired(StoreError),
+}
+
+async fn retry(
+    idem: &Idempotency,
+    key: &StoreKey,
+    token: LeaseToken,
+    write: &Write,
+    deadline: Instant,
+) -> Ended {
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let error = match write.attempt(idem, key, token).await {
+            Ok(()) => return Ended::Done,
+            Err(StoreError::LeaseLost) => match write {
+                Write::ReleaseUnanswered { settled_at } if Instant::now() < *settled_at => {
+                    StoreError::LeaseLost
+                }
+                _ => return Ended::NotHeld,
+            },
+            Err(error) if !error.outcome_unknown() => return Ended::Refused(error),
+            Err(error) => error,
+        };
+        let now = Instant::now();
+        if now + pause >= deadline {
+            return Ended::Expired(error);
+        }
+        tokio::time::sleep(jittered(pause)).await;
+        pause = (pause * 2).min(LONGEST_PAUSE);
+    }
+}
+
+/// `pause` give or take a quarter, so that the retries of many keys spread out.
+fn jittered(pause: Duration) -> Duration {
+    pause.mul_f64(0.75 + rand::random::<f64>() / 2.0)
+}
+
+fn report(write: &Write, outcome: Option<Ended>, route: &str, key: &StoreKey) {
+    let record = |outcome, detail: &dyn std::fmt::Display| {
+        observe::record(outcome, route, Some(key), detail);
+    };
+    let record_error = |outcome, what, error: &StoreError| {
+        observe::record_error(outcome, route, Some(key), what, error);
+    };
+    match (write, outcome) {
+        (Write::ReleaseUnanswered { .. }, Some(Ended::Done)) => record(
+            Outcome::Released,
+            &"released a claim whose answer was lost, once the store answered",
+        ),
+        (Write::ReleaseUnanswered { .. }, Some(Ended::NotHeld)) => record(
+            Outcome::Released,
+            &"a claim whose answer was lost had not landed: nothing to release",
+        ),
+        (Write::Release, Some(Ended::Done)) => record(
+            Outcome::Released,
+            &"released in the background once the store answered",
+        ),
+        (Write::Release, Some(Ended::NotHeld)) => record(
+            Outcome::Released,
+            &"nothing to release: the key was not held under this request's token any more",
+        ),
+        (Write::Complete { record: stored, .. }, Some(Ended::Done)) => record(
+            Outcome::Completed,
+            &format_args!(
+                "stored in the background once the store answered ({})",
+                stored.status()
+            ),
+        ),
+        (Write::Complete { .. }, Some(Ended::NotHeld)) => record(
+            Outcome::Fenced,
+            &"another request took the key over before this result could be stored; the \
+              result was not stored",
+        ),
+        (
+            Write::Release | Write::ReleaseUnanswered { .. },
+            Some(Ended::Refused(error) | Ended::Expired(error)),
+        ) => record_error(
+            Outcome::StoreError,
+            "the key could not be released; it stays blocked until its lease lapses",
+            &error,
+        ),
+        (Write::Complete { .. }, Some(Ended::Refused(error) | Ended::Expired(error))) => {
+            record_error(
+                Outcome::Lost,
+                "the result of a request that ran could not be stored; once its lease lapses, \
+                 a retry of its key runs it again",
+                &error,
+            );
+        }
+        (Write::Release | Write::ReleaseUnanswered { .. }, None) => record(
+            Outcome::StoreError,
+            &"shutdown came before the key could be released; it stays blocked until its \
+              lease lapses",
+        ),
+        (Write::Complete { .. }, None) => record(
+            Outcome::Lost,
+            &"shutdown came before the result of a request that ran could be stored; once its \
+              lease lapses, a retry of its key runs it again",
+        ),
+    }
+}

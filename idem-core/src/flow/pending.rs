@@ -1,0 +1,147 @@
+//! Results that ran but are not in the store yet: this process's own copies.
+//!
+//! When the completion of a key fails (the store is down or slow), its handler has already
+//! run and its client may have seen the response. The runtime keeps the record here while a
+//! background task retries the completion (see [`background`](super::background)), and answers
+//! retries of the key that reach this process from this copy, as the store would: a replay
+//! for the same request, 422 for another. Without it a retry would find the key in flight and
+//! get 409 until the store came back, and after the lease lapsed run the operation again.
+//!
+//! The map is empty unless a store has failed; a request checks one atomic counter and never
+//! takes the lock then.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey, store::LeaseToken};
+
+/// The answer the process's own copy gives to a request for its key.
+#[derive(Debug)]
+pub(crate) enum PendingAnswer {
+    /// The same request: replay this response.
+    Replay(StoredResponse),
+    /// Another request under the same key.
+    Mismatch(Fingerprint),
+}
+
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// The number of records in `records`, read without the lock.
+    count: AtomicUsize,
+    records: Mutex<HashMap<StoreKey, PendingRecord>>,
+}
+
+struct PendingRecord {
+    token: LeaseToken,
+    fingerprint: Fingerprint,
+    response: StoredResponse,
+}
+
+impl Pending {
+    /// Keeps `response` as the result of `key`, held under `token`, until
+    /// [`remove`](Self::remove).
+    pub(crate) fn insert(
+        &self,
+        key: StoreKey,
+        token: LeaseToken,
+        fingerprint: Fingerprint,
+        response: StoredResponse,
+    ) {
+        let record = PendingRecord {
+            token,
+            fingerprint,
+            response,
+        };
+        let mut records = self.lock();
+        if records.insert(key, record).is_none() {
+            self.count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Forgets the copy of `key` kept under `token` (the store took it, or gave up).
+    pub(crate) fn remove(&self, key: &StoreKey, token: LeaseToken) {
+        let mut records = self.lock();
+        if records.get(key).is_some_and(|record| record.token == token) {
+            records.remove(key);
+            self.count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// What the copy of `key`, if there is one, answers to a request with `fingerprint`.
+    pub(crate) fn answer(
+        &self,
+        key: &StoreKey,
+        fingerprint: &Fingerprint,
+    ) -> Option<PendingAnswer> {
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let records = self.lock();
+        let record = records.get(key)?;
+        Some(if record.fingerprint == *fingerprint {
+            PendingAnswer::Replay(record.response.clone())
+        } else {
+            PendingAnswer::Mismatch(record.fingerprint)
+        })
+    }
+
+    /// How many results are waiting for the store.
+    pub(crate) fn len(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<StoreKey, PendingRecord>> {
+        // Every change is one map operation: a panic elsewhere cannot leave it half-done.
+        self.records.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http::{HeaderMap, Method, StatusCode};
+
+    use super::*;
+    use crate::fingerprint::FingerprintMode;
+
+    fn fingerprint(body: &[u8]) -> Fingerprint {
+        Fingerprint::compute(
+            &Method::POST,
+            "/",
+            &HeaderMap::new(),
+            body,
+            FingerprintMode::Raw,
+        )
+    }
+
+    #[test]
+    fn answers_replays_and_mismatches_until_removed() {
+        let pending = Pending::default();
+        let key = StoreKey::from_bytes([7; 32]);
+        let token = LeaseToken::random();
+        let response =
+            StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from("tr_1"));
+        assert!(pending.answer(&key, &fingerprint(b"a")).is_none());
+        pending.insert(key, token, fingerprint(b"a"), response.clone());
+        assert_eq!(pending.len(), 1);
+        assert!(matches!(
+            pending.answer(&key, &fingerprint(b"a")),
+            Some(PendingAnswer::Replay(replay)) if replay == response
+        ));
+        assert!(matches!(
+            pending.answer(&key, &fingerprint(b"b")),
+            Some(PendingAnswer::Mismatch(_))
+        ));
+        // Another token's removal leaves it: only its own background task removes a copy.
+        pending.remove(&key, LeaseToken::random());
+        assert_eq!(pending.len(), 1);
+        pending.remove(&key, token);
+        assert_eq!(pending.len(), 0);
+        assert!(pending.answer(&key, &fingerprint(b"a")).is_none());
+    }
+}
