@@ -4,6 +4,9 @@
 //! Every test that claims to test HTTP behaviour goes through these: a router served by
 //! axum on `127.0.0.1:0`, requests sent by reqwest over TCP.
 
+pub mod postgres_server;
+pub mod redis_server;
+
 use std::{net::SocketAddr, time::Duration};
 
 use axum::Router;
@@ -131,4 +134,12 @@ pub async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) 
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A loopback port that was free a moment ago, for a server of the test's own.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
 }

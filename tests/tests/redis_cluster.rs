@@ -11,8 +11,9 @@ mod redis_support;
 use std::{sync::Arc, time::Duration};
 
 use idem_core::store::{Store, conformance};
+use idem_tests::redis_server::RedisServer;
 use redis::cluster::ClusterClient;
-use redis_support::{RedisServer, redis_url};
+use redis_support::redis_url;
 
 /// Removes the cluster's config directory when the test ends, however it ends.
 struct TempDir(std::path::PathBuf);

@@ -18,7 +18,8 @@ use std::{
 
 use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
 use idem_core::{Idempotency, IdempotencyLayer, OnStoreError, Policy, Scope};
-use redis_support::{RedisServer, redis_url};
+use idem_tests::redis_server::RedisServer;
+use redis_support::redis_url;
 use serde_json::{Value, json};
 
 /// The store gives up on a call after this long; the runtime's own timeout is a backstop.

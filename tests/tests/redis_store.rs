@@ -221,7 +221,7 @@ async fn a_forgotten_script_is_loaded_again_once() {
     if redis_url().is_none() {
         return;
     }
-    let Some(server) = redis_support::RedisServer::start(&[]).await else {
+    let Some(server) = idem_tests::redis_server::RedisServer::start(&[]).await else {
         return;
     };
     let (store, mut side) = store_and_side_connection(&server.url()).await;
