@@ -72,7 +72,12 @@ impl Ledger {
     }
 
     fn executions(&self, key: &str) -> usize {
-        self.executions.lock().unwrap().get(key).copied().unwrap_or(0)
+        self.executions
+            .lock()
+            .unwrap()
+            .get(key)
+            .copied()
+            .unwrap_or(0)
     }
 
     fn all(&self) -> HashMap<String, usize> {
@@ -170,12 +175,23 @@ async fn a_result_that_finished_while_redis_was_down_is_stored_when_it_is_back()
     server.kill();
     ledger.open_gate();
     let answer = answer.await.unwrap();
-    assert_eq!(answer.status, StatusCode::CREATED, "the operation ran: {answer:?}");
-    assert_eq!(first.idem.pending_completions(), 1, "its result waits for Redis");
+    assert_eq!(
+        answer.status,
+        StatusCode::CREATED,
+        "the operation ran: {answer:?}"
+    );
+    assert_eq!(
+        first.idem.pending_completions(),
+        1,
+        "its result waits for Redis"
+    );
 
     tokio::time::sleep(lease * 3).await;
     let retry = first.send(&key).await;
-    assert!(retry.replayed(), "answered from the process's copy: {retry:?}");
+    assert!(
+        retry.replayed(),
+        "answered from the process's copy: {retry:?}"
+    );
     assert_eq!(retry.body, answer.body);
 
     server.restart().await;
@@ -201,8 +217,13 @@ async fn a_claim_on_a_frozen_redis_frees_its_key(warm: bool) {
         return;
     };
     let ledger = Ledger::open(Duration::ZERO);
-    let instance =
-        Instance::start(&server.url(), &fresh_prefix(), Duration::from_secs(60), &ledger).await;
+    let instance = Instance::start(
+        &server.url(),
+        &fresh_prefix(),
+        Duration::from_secs(60),
+        &ledger,
+    )
+    .await;
     if warm {
         // Every script is cached: the frozen claim lands the moment Redis thaws.
         assert_eq!(instance.send(&key()).await.status, StatusCode::CREATED);
@@ -288,10 +309,7 @@ async fn a_redis_restart_under_load_runs_no_key_twice() {
                                 break;
                             }
                         }
-                        assert!(
-                            started.elapsed() < PATIENCE,
-                            "key {key} never succeeded"
-                        );
+                        assert!(started.elapsed() < PATIENCE, "key {key} never succeeded");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 }
