@@ -39,19 +39,28 @@
 //! 3. **One fingerprint per key.** A record keeps the fingerprint it was claimed with. A claim
 //!    with another fingerprint answers [`ClaimOutcome::Mismatch`] whatever the record's state,
 //!    until the record expires or is released.
-//! 4. **Leases lapse.** An in-flight record whose lease has lapsed (its holder died, or
-//!    stopped renewing) is claimed again by a claim with the same fingerprint, which replaces
-//!    the token: the old holder is fenced out.
+//! 4. **Leases lapse, and only a takeover fences.** An in-flight record whose lease has lapsed
+//!    (its holder died, or stopped renewing) is claimed again by a claim with the same
+//!    fingerprint, which replaces the token: the old holder is fenced out. Until such a claim
+//!    comes, the holder's token still holds the key: the in-flight record outlives its lease
+//!    (rule 6), and the holder's late completion lands.
 //! 5. **Fenced writes.** [`complete`](Store::complete), [`renew`](Store::renew) and
 //!    [`release`](Store::release) act only while the record is in flight under the caller's
 //!    token, and answer [`StoreError::LeaseLost`] otherwise. A holder that lost its lease can
-//!    never overwrite or delete the record of the request that took over.
+//!    never overwrite or delete the record of the request that took over. One exception makes
+//!    completion safe to retry: the holder's completion sent again after the record was
+//!    completed under its token (the answer to the first was lost) answers `Ok` and changes
+//!    nothing.
 //! 6. **TTL.** A record expires `ttl` after its completion (an in-flight record `max(ttl,
 //!    lease)` after its claim or last renewal) and then behaves as if it never existed.
 //! 7. **Honest errors.** A store answers an error when it does not know the outcome (a
 //!    timeout, a dropped connection), never a guess: the runtime fails closed on errors.
 //! 8. **Faithful replay.** [`ClaimOutcome::Completed`] carries the stored response exactly as
 //!    it was given to `complete`: status, headers in order, body bytes.
+//! 9. **Unreadable records are errors.** A record the store cannot read back (a response that
+//!    does not decode, a record format version this build does not know, another type at its
+//!    key) is answered [`StoreError::Corrupt`], every time: never a panic, never a guess, and
+//!    the store does not overwrite it.
 //!
 //! A store keeps time on its own clock (the memory store on tokio's, Redis and PostgreSQL on
 //! the server's), so leases and TTLs are consistent across every process that shares it.
