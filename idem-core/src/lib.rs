@@ -83,6 +83,9 @@ pub use crate::{
     store::{MemoryStore, Store},
 };
 
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use crate::store::PostgresStore;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use crate::store::RedisStore;

@@ -160,6 +160,7 @@ fn setup() -> Option<PostgresServer> {
     PostgresServer::start()
 }
 
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_result_that_finished_while_postgres_was_down_is_stored_when_it_is_back() {
     let Some(mut server) = setup() else { return };
@@ -197,6 +198,7 @@ async fn a_result_that_finished_while_postgres_was_down_is_stored_when_it_is_bac
     assert_eq!(handler.executions(), 1, "one payment for one key");
 }
 
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_transaction_cut_by_a_crash_commits_nothing_and_its_retry_runs_once_more() {
     let Some(mut server) = setup() else { return };

@@ -129,6 +129,7 @@ fn created(answer: &Answer, execution: i64) -> Value {
 /// A commit the server refuses (here a deferred constraint) rolls the row and the record's
 /// completion back together; the outcome is known, so the key is released at once and the
 /// retry runs, instead of waiting out the lease.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_commit_releases_the_key_and_its_retry_runs_again() {
     let Some(setup) = setup("a_refused_commit_releases_the_key_and_its_retry_runs_again").await
@@ -151,6 +152,7 @@ async fn a_refused_commit_releases_the_key_and_its_retry_runs_again() {
 
 /// A handler that writes its row and then fails (a 5xx answer, or a panic) leaves neither
 /// the row nor a record, and the retry with the same key runs the handler again.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_transactional_handler_leaves_nothing_and_its_retry_runs_again() {
     let Some(setup) =
@@ -197,6 +199,7 @@ async fn a_failed_transactional_handler_leaves_nothing_and_its_retry_runs_again(
 
 /// A handler that succeeds commits its row with the record; the retry replays the same bytes
 /// and writes nothing.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_successful_handler_commits_its_row_with_the_record_and_its_retry_replays() {
     let Some(setup) =
@@ -231,6 +234,7 @@ async fn a_successful_handler_commits_its_row_with_the_record_and_its_retry_repl
 /// A handler whose statement failed (aborting its transaction) and that answered 409 all the
 /// same: the 409 is the operation's result. It is stored and replayed, and nothing the handler
 /// wrote commits, since the transaction could only roll back.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_after_a_failed_statement_is_stored_without_the_writes() {
     let Some(setup) =
@@ -267,6 +271,7 @@ async fn an_answer_after_a_failed_statement_is_stored_without_the_writes() {
 
 /// 100 requests with one key at once, from as many tasks: one runs, the others answer 409
 /// or replay its result, and exactly one row is written.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_hundred_concurrent_requests_with_one_key_write_one_row() {
     let Some(setup) = setup("one_hundred_concurrent_requests_with_one_key_write_one_row").await
@@ -324,6 +329,7 @@ async fn one_hundred_concurrent_requests_with_one_key_write_one_row() {
 /// A handler whose lease was taken over while it ran (its lease lapsed: a stalled process,
 /// say) does not commit: the completion in its transaction finds the record fenced, its row
 /// rolls back, and its caller is told to retry. The request that took over is the result.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_takeover_fences_the_transactional_completion_and_rolls_its_writes_back() {
     let Some(setup) =
@@ -379,6 +385,7 @@ async fn a_takeover_fences_the_transactional_completion_and_rolls_its_writes_bac
 /// A service that dies in the middle of a transactional handler leaves neither the handler's
 /// row nor a completed record: the database rolls the transaction back, the claim's lease
 /// lapses (retries meanwhile answer 409), and then a retry on another instance runs again.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_request_leaves_nothing_and_the_retry_runs_once_the_lease_lapses() {
     let Some(setup) =
@@ -440,6 +447,7 @@ async fn a_crash_mid_request_leaves_nothing_and_the_retry_runs_once_the_lease_la
 
 /// Records are durable: a service stopped after the first request (runtime, router and pool
 /// dropped) and started afresh on the same table replays it.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_service_replays_what_it_answered_before() {
     let Some(setup) = setup("a_restarted_service_replays_what_it_answered_before").await else {
@@ -464,6 +472,7 @@ async fn a_restarted_service_replays_what_it_answered_before() {
 
 /// Two instances (two runtimes, two pools, two ports) on one database behave as one: a
 /// request in flight on one answers 409 on the other, and each replays what the other ran.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_one_database_behave_as_one() {
     let Some(setup) = setup("two_instances_on_one_database_behave_as_one").await else {
@@ -508,6 +517,7 @@ async fn two_instances_on_one_database_behave_as_one() {
 /// The database goes away (every connection breaks, new ones fail): requests answer 503
 /// Problem Details promptly, and run nothing. When it is back, the same service, unrestarted,
 /// serves again, and the refused key runs.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_database_answers_503_promptly_and_the_service_recovers() {
     let Some(setup) = setup("a_lost_database_answers_503_promptly_and_the_service_recovers").await
@@ -565,6 +575,7 @@ async fn a_lost_database_answers_503_promptly_and_the_service_recovers() {
 /// A pool of one connection, held by a slow transactional handler: another request answers
 /// 503 Problem Details after the short acquire timeout, not after sqlx's default 30 s, and
 /// runs once the connection is free.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_pool_answers_503_promptly_and_the_service_recovers() {
     let Some(setup) =
@@ -621,6 +632,7 @@ async fn create_payment_once(shop: State<Shop>, tx: Tx, body: Json<Value>) -> Re
 /// begin would hold the only connection while the claim waits for it (503); a lazy one lets
 /// the claim run, then begins in the handler's body. A request rejected by an extractor (bad
 /// JSON) stores nothing, so the same key runs once the body is fixed.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_attribute_the_transaction_begins_in_the_handler_body() {
     let Some(setup) = setup("with_the_attribute_the_transaction_begins_in_the_handler_body").await

@@ -56,7 +56,10 @@ async fn conformance_store() -> Option<StoreUnderTest> {
     )
 }
 
-idem_core::store_conformance_tests!(conformance_store());
+idem_core::store_conformance_tests!(
+    conformance_store(),
+    #[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
+);
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -114,6 +117,7 @@ async fn insert_record(
 
 /// A claim that meets an uncommitted insert of its key waits for it, then reads the row that
 /// transaction committed, although its own snapshot predates it: here, a completed record.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_racing_an_uncommitted_insert_answers_what_committed() {
     let Some(url) = database_url("a_claim_racing_an_uncommitted_insert_answers_what_committed")
@@ -148,6 +152,7 @@ async fn a_claim_racing_an_uncommitted_insert_answers_what_committed() {
 }
 
 /// If the racing insert rolls back, the waiting claim gets the key.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_racing_an_insert_that_rolls_back_gets_the_key() {
     let Some(url) = database_url("a_claim_racing_an_insert_that_rolls_back_gets_the_key") else {
@@ -170,6 +175,7 @@ async fn a_claim_racing_an_insert_that_rolls_back_gets_the_key() {
 
 /// `lock_timeout` bounds the wait: a claim blocked by a transaction that never ends fails
 /// with an error (the runtime answers 503) instead of hanging the request.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_blocked_by_a_long_transaction_fails_after_the_lock_timeout() {
     let Some(url) =
@@ -213,6 +219,7 @@ async fn a_claim_blocked_by_a_long_transaction_fails_after_the_lock_timeout() {
 
 /// Replays, conflicts and mismatches are plain reads: they answer at once even while another
 /// transaction holds the record's row lock.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_and_conflicts_do_not_wait_for_row_locks() {
     let Some(url) = database_url("replays_and_conflicts_do_not_wait_for_row_locks") else {
@@ -269,6 +276,7 @@ async fn replays_and_conflicts_do_not_wait_for_row_locks() {
 
 /// The SQL file is what `migrate` runs for the default name, and running either gives the
 /// same table; running `migrate` again changes nothing.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_migration_file_and_function_are_the_same() {
     let file = include_str!("../../idem-core/migrations/postgres/001_idempotency_records.sql");
@@ -378,6 +386,7 @@ async fn drop_schema(pool: &PgPool, schema: &str) {
 
 /// Table names are plain or schema-qualified lowercase identifiers; anything else is refused
 /// with a typed error before it reaches SQL. A reserved word works, quoted.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_names_are_checked_and_quoted() {
     let refused = |name: &str| PostgresStore::builder().table(name).err();
@@ -432,6 +441,7 @@ async fn table_names_are_checked_and_quoted() {
 
 /// The sweeper deletes expired records in batches of the size asked for and keeps live ones,
 /// in flight or completed; the background sweeper does the same until stopped.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweeper_deletes_expired_records_in_batches() {
     let Some(url) = database_url("the_sweeper_deletes_expired_records_in_batches") else {

@@ -24,6 +24,7 @@ impl Drop for TempDir {
     }
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_conformance_rules_hold_on_a_cluster_connection() {
     if redis_url().is_none() {

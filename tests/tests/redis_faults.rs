@@ -168,6 +168,7 @@ async fn setup() -> Option<(RedisServer, Client, Arc<AtomicUsize>)> {
     Some((server, client, executions))
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_redis_fails_requests_closed_and_the_service_recovers_when_it_is_back() {
     let Some((mut server, client, executions)) = setup().await else {
@@ -221,6 +222,7 @@ async fn a_killed_redis_fails_requests_closed_and_the_service_recovers_when_it_i
     assert_ne!(forgotten.body, first.body);
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_redis_times_out_into_503_and_the_service_recovers_when_it_thaws() {
     let Some((server, client, executions)) = setup().await else {

@@ -123,6 +123,7 @@ fn header<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
         .map(|value| value.to_str().unwrap())
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_instance_replays_the_first_ones_response() {
     let Some(fixture) = two_instances().await else {
@@ -182,6 +183,7 @@ async fn the_second_instance_replays_the_first_ones_response() {
     assert_eq!(fixture.executions(), 2);
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_in_flight_on_one_instance_is_a_conflict_on_the_other() {
     let Some(fixture) = two_instances().await else {
@@ -248,6 +250,7 @@ async fn a_request_in_flight_on_one_instance_is_a_conflict_on_the_other() {
 
 /// Many copies of one request, raced at both instances: one execution, and every answer is
 /// either that execution's response, its replay, or a 409.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_at_both_instances_runs_once() {
     let Some(fixture) = two_instances().await else {

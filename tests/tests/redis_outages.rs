@@ -155,6 +155,7 @@ fn key() -> String {
     format!("key-{:016x}", rand::random::<u64>())
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_result_that_finished_while_redis_was_down_is_stored_when_it_is_back() {
     if redis_url().is_none() {
@@ -255,16 +256,19 @@ async fn a_claim_on_a_frozen_redis_frees_its_key(warm: bool) {
     assert_eq!(ledger.executions(&key), 1);
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_on_a_frozen_cold_redis_frees_its_key_once_it_thaws() {
     a_claim_on_a_frozen_redis_frees_its_key(false).await;
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_on_a_frozen_warm_redis_frees_its_key_once_it_thaws() {
     a_claim_on_a_frozen_redis_frees_its_key(true).await;
 }
 
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_restart_under_load_runs_no_key_twice() {
     if redis_url().is_none() {

@@ -44,7 +44,10 @@ async fn fresh_store() -> Option<StoreUnderTest> {
     )
 }
 
-idem_core::store_conformance_tests!(fresh_store());
+idem_core::store_conformance_tests!(
+    fresh_store(),
+    #[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
+);
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -151,6 +154,7 @@ impl CommandLog {
 }
 
 /// A claim is one round trip whatever it finds, and so are completion, renewal and release.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_is_one_round_trip() {
     let Some(url) = redis_url() else { return };
@@ -216,6 +220,7 @@ async fn every_operation_is_one_round_trip() {
 /// A Redis restart forgets the scripts: the next call is refused NOSCRIPT and sent again with
 /// the script's source, which caches it, once. On a server of the test's own, since flushing the shared one would
 /// disturb the counts above when tests run side by side.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forgotten_script_is_loaded_again_once() {
     if redis_url().is_none() {
@@ -251,6 +256,7 @@ async fn a_forgotten_script_is_loaded_again_once() {
 
 /// The record is a hash under `<prefix>{<hex>}` whose lease and expiry follow the server's
 /// clock: `max(ttl, lease)` while in flight, `ttl` once completed.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test]
 async fn records_are_laid_out_as_documented() {
     let Some(url) = redis_url() else { return };
@@ -347,6 +353,7 @@ fn assert_corrupt<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str)
 }
 
 /// A record the store cannot read is an error to every call, and is left as it is.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test]
 async fn unreadable_records_are_corrupt_and_left_alone() {
     let Some(url) = redis_url() else { return };
@@ -446,6 +453,7 @@ async fn unreadable_records_are_corrupt_and_left_alone() {
 
 /// A stored fingerprint of an algorithm this build does not know is still a mismatch, and
 /// says the algorithm is unknown.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test]
 async fn a_fingerprint_of_an_unknown_algorithm_is_a_mismatch_without_algorithm() {
     let Some(url) = redis_url() else { return };
@@ -496,6 +504,7 @@ async fn a_fingerprint_of_an_unknown_algorithm_is_a_mismatch_without_algorithm()
 }
 
 /// Two stores with different prefixes on one Redis do not see each other's records.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test]
 async fn prefixes_keep_stores_apart() {
     let Some(url) = redis_url() else { return };
@@ -519,6 +528,7 @@ async fn prefixes_keep_stores_apart() {
 }
 
 /// A Redis that is not there is an error at connect time, not a store that answers "absent".
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test]
 async fn connecting_to_nothing_fails() {
     let Some(_) = redis_url() else { return };

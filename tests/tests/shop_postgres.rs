@@ -47,6 +47,7 @@ async fn writer(pool: &PgPool, sql: &str, id: Option<&str>) -> String {
 /// A payment row and its idempotency record are written by one transaction: the current
 /// versions of both rows carry the same transaction id (`xmin`). So do a refund's rows and
 /// its record.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payment_and_its_record_commit_in_one_transaction() {
     let test = "a_payment_and_its_record_commit_in_one_transaction";
@@ -120,6 +121,7 @@ async fn a_payment_and_its_record_commit_in_one_transaction() {
 
 /// Every endpoint on the PostgreSQL tables: payments, reads, refunds, receipts, transfers and
 /// the bank's webhook.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_endpoint_works_on_postgres() {
     let Some(url) = postgres_support::database_url("every_endpoint_works_on_postgres") else {
@@ -194,6 +196,7 @@ async fn every_endpoint_works_on_postgres() {
 /// Records and rows are durable: a shop stopped after the first request (server, runtime and
 /// pool gone) and started afresh on the same database replays the first answer, and its
 /// payment is still there, once.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_postgres_shop_replays_what_it_answered_before() {
     let test = "a_restarted_postgres_shop_replays_what_it_answered_before";

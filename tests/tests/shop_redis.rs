@@ -28,6 +28,7 @@ async fn two_shops(test: &str, settings: Settings) -> Option<(TestShop, TestShop
 
 /// A key sent to one shop and then the other runs once: the second answers the first's
 /// result. While the first runs, the other shop answers 409.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shops_on_one_redis_run_a_key_once() {
     let settings = Settings {
@@ -79,6 +80,7 @@ async fn two_shops_on_one_redis_run_a_key_once() {
 }
 
 /// 100 requests with one key at once, spread over two shops: exactly one runs.
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_spread_over_two_shops_run_once() {
     let Some((one, two)) = two_shops(

@@ -14,6 +14,11 @@
 //! idem_core::store_conformance_tests!(async { Some(Arc::new(MemoryStore::default()) as Arc<dyn Store>) });
 //! ```
 //!
+//! Attributes after the expression go on every test: a suite that needs a server can be
+//! reported `ignored`, rather than passing without doing anything, in a build that was not
+//! given one: `store_conformance_tests!(make_store(), #[cfg_attr(not(redis_configured),
+//! ignore = "set REDIS_URL")])`.
+//!
 //! A store that keeps records as bytes should also show that it answers a record it cannot
 //! read with [`StoreError::Corrupt`] rather than a panic or a guess (rule 9): give it a
 //! [`StoreUnderTest`] with a [`corrupt`](StoreUnderTest::corrupt) hook that damages a stored
@@ -50,8 +55,8 @@ const PAST_SHORT: Duration = Duration::from_millis(500);
 /// Writes one test per conformance rule; see the [module docs](crate::store::conformance).
 #[macro_export]
 macro_rules! store_conformance_tests {
-    ($make_store:expr) => {
-        $crate::store_conformance_tests!(@tests $make_store;
+    ($make_store:expr $(, #[$attribute:meta])* $(,)?) => {
+        $crate::store_conformance_tests!(@tests [$(#[$attribute])*] ($make_store);
             an_absent_key_is_claimed,
             a_claimed_key_is_in_flight_for_the_same_request,
             a_claimed_key_refuses_another_fingerprint,
@@ -74,22 +79,24 @@ macro_rules! store_conformance_tests {
             concurrent_claims_grant_the_key_once,
         );
     };
-    (@tests $make_store:expr; $($rule:ident),* $(,)?) => {
-        $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $rule() {
-                match $make_store.await {
-                    ::core::option::Option::Some(store) => {
-                        let store: $crate::store::conformance::StoreUnderTest =
-                            ::core::convert::Into::into(store);
-                        $crate::store::conformance::$rule(store).await
-                    }
-                    ::core::option::Option::None => {
-                        ::std::eprintln!("skipped {}: no store configured", ::core::stringify!($rule))
-                    }
+    (@tests $attributes:tt $make_store:tt; $($rule:ident),* $(,)?) => {
+        $($crate::store_conformance_tests!(@test $attributes $make_store $rule);)*
+    };
+    (@test [$($attribute:tt)*] ($make_store:expr) $rule:ident) => {
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        $($attribute)*
+        async fn $rule() {
+            match $make_store.await {
+                ::core::option::Option::Some(store) => {
+                    let store: $crate::store::conformance::StoreUnderTest =
+                        ::core::convert::Into::into(store);
+                    $crate::store::conformance::$rule(store).await
+                }
+                ::core::option::Option::None => {
+                    ::std::eprintln!("skipped {}: no store configured", ::core::stringify!($rule))
                 }
             }
-        )*
+        }
     };
 }
 

@@ -288,12 +288,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Tx {
 /// assert_eq!(response.status(), 503);
 /// assert_eq!(response.headers()["content-type"], "application/problem+json");
 /// assert!(response.headers().contains_key("retry-after"));
+///
+/// // On a store without transactions (a MemoryStore), it is the service's mistake: 500.
+/// let misconfigured = TxError::Begin(StoreError::Unsupported("transactions")).into_response();
+/// assert_eq!(misconfigured.status(), 500);
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TxError {
     /// The transaction could not be begun: the database is unreachable, the pool exhausted.
-    /// Answers 503 with `Retry-After`.
+    /// Answers 503 with `Retry-After`; 500 when the store has no transactions at all (it is
+    /// not a `PostgresStore`).
     #[error("the database transaction could not be begun")]
     Begin(#[source] StoreError),
     /// The route has no idempotency runtime (no `IdempotencyLayer`, no `#[idempotent]`).
@@ -312,8 +317,23 @@ pub enum TxError {
 impl IntoResponse for TxError {
     fn into_response(self) -> Response {
         match self {
+            // A store without transactions is a misconfiguration, not an outage.
+            Self::Begin(StoreError::Unsupported(_)) => {
+                tracing::error!(
+                    "the Tx extractor needs a PostgresStore as the idempotency store, and the \
+                     runtime's store has no transactions"
+                );
+                Problem::new(
+                    ProblemKind::Misconfigured,
+                    "the Tx extractor needs a PostgresStore as the idempotency store",
+                )
+                .into_response()
+            }
             Self::Begin(error) => {
-                tracing::warn!(error = %error, "the request's transaction could not be begun");
+                tracing::warn!(
+                    error = %crate::observe::Chain(&error),
+                    "the request's transaction could not be begun"
+                );
                 Problem::new(
                     ProblemKind::StoreUnavailable,
                     "the database could not be reached, so the request was not run; retry \
