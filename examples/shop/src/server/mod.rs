@@ -8,8 +8,8 @@
 //! - **idle timeout**: a connection with no request in progress and no byte of a new one,
 //!   freshly accepted or after its last answer, is closed after this long;
 //! - **header-read timeout**: once a request head has started to arrive, it must be complete
-//!   within this long, or the connection is closed (without an answer: there is no request to
-//!   answer yet);
+//!   within this long of its first byte, or the connection is closed (without an answer: there
+//!   is no request to answer yet);
 //! - **connection bound**: at most this many connections at once. The next one waits in the
 //!   kernel's accept queue until a connection closes (see [`ConnectionLimits::max_connections`]).
 //!
@@ -30,8 +30,8 @@
 //! # Ok(()) }
 //! ```
 
+mod activity;
 mod header_count;
-mod idle;
 
 use std::{convert::Infallible, future::Future, io, pin::pin, sync::Arc, time::Duration};
 
@@ -49,8 +49,8 @@ use tokio::{
 };
 use tower::ServiceExt;
 
+use self::activity::{Activity, Overdue, Watched};
 pub use self::header_count::{HYPER_MAX_HEADERS, MAX_HEADERS};
-use self::idle::{Activity, Watched};
 
 /// How long a connection may wait and read, and how many may be open at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +58,8 @@ pub struct ConnectionLimits {
     /// How long a connection may sit with no request in progress and no byte of a new one:
     /// freshly accepted, or kept alive after its last answer. Then it is closed.
     pub idle_timeout: Duration,
-    /// How long a request head may take to arrive once it has started (at least; at most
-    /// this plus the idle timeout, see the shop's README). Then the connection is closed.
+    /// How long a request head may take to arrive, from its first byte to its end. Then the
+    /// connection is closed.
     pub header_read_timeout: Duration,
     /// How many connections may be open at once.
     ///
@@ -149,8 +149,8 @@ pub async fn serve(
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         // hyper's timer starts when a connection begins to wait for a request, not at its
-        // first byte, so it runs for the idle spell too. The idle timer closes a silent
-        // connection first; one that started a head has at least the header-read timeout left.
+        // first byte, so it runs for the idle spell too: the connection's own timers
+        // (`Activity`) close it first, and hyper's is only a backstop.
         .header_read_timeout(limits.idle_timeout + limits.header_read_timeout)
         .max_headers(HYPER_MAX_HEADERS);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -234,8 +234,11 @@ fn serve_connection(
                     tracing::debug!(%error, "connection ended with an error");
                 }
             }
-            () = activity.idle_expired(limits.idle_timeout) => {
-                tracing::debug!("closing an idle connection");
+            overdue = activity.overdue(limits.idle_timeout, limits.header_read_timeout) => {
+                match overdue {
+                    Overdue::Idle => tracing::debug!("closing an idle connection"),
+                    Overdue::HeaderRead => tracing::debug!("closing a connection whose request head is late"),
+                }
             }
         }
     });

@@ -1,12 +1,15 @@
-//! The idle timeout: a connection with no request in progress and no byte of a new one is
-//! closed once it has been so for the idle timeout.
+//! The idle and header-read timers: what a connection is doing, and whether it has done it for
+//! too long.
 //!
-//! hyper knows when a request head is complete but has no idle timer of its own, so the
+//! A connection with no request in progress and no byte of a new one is closed after the idle
+//! timeout; one whose request head has started to arrive is closed if the head is not complete
+//! within the header-read timeout of its first byte. hyper has no idle timer, and its
+//! header-read timer starts when the connection begins to wait, not at the first byte, so the
 //! connection reports what it does to an [`Activity`]: the socket says when bytes arrive
 //! ([`Watched`]), the service says when a request starts and when its answer has been sent
-//! ([`Activity::request_started`]). [`Activity::idle_expired`] completes when the connection
-//! has been idle for too long; the connection task then drops the connection, which closes the
-//! socket. Nothing is in progress on an idle connection, so nothing is lost.
+//! ([`Activity::request_started`]). [`Activity::overdue`] completes when a timer has run out;
+//! the connection task then drops the connection, which closes the socket. No request is being
+//! answered in either case, so nothing is lost.
 
 use std::{
     io,
@@ -28,8 +31,8 @@ enum Phase {
     /// No request in progress and no byte of the next one, since this instant: the connection
     /// was just accepted, or its last answer has been sent.
     Waiting(Instant),
-    /// Bytes of a request head have arrived; hyper's header-read timeout now governs.
-    Reading,
+    /// Bytes of a request head have been arriving since this instant.
+    Reading(Instant),
     /// This many requests are being answered.
     Busy(usize),
 }
@@ -48,10 +51,10 @@ impl Activity {
     fn heard(&self) {
         self.0.send_if_modified(|phase| match phase {
             Phase::Waiting(_) => {
-                *phase = Phase::Reading;
+                *phase = Phase::Reading(Instant::now());
                 true
             }
-            Phase::Reading | Phase::Busy(_) => false,
+            Phase::Reading(_) | Phase::Busy(_) => false,
         });
     }
 
@@ -62,7 +65,7 @@ impl Activity {
         self.0.send_modify(|phase| {
             *phase = match *phase {
                 Phase::Busy(requests) => Phase::Busy(requests + 1),
-                Phase::Waiting(_) | Phase::Reading => Phase::Busy(1),
+                Phase::Waiting(_) | Phase::Reading(_) => Phase::Busy(1),
             }
         });
         Busy(self.clone())
@@ -77,27 +80,41 @@ impl Activity {
         });
     }
 
-    /// Completes once the connection has been waiting, with nothing received, for `timeout`.
-    pub(super) async fn idle_expired(&self, timeout: Duration) {
+    /// Completes once the connection has been idle for `idle`, or reading one request head
+    /// for `header_read`, and says which.
+    pub(super) async fn overdue(&self, idle: Duration, header_read: Duration) -> Overdue {
         let mut phases = self.0.subscribe();
         loop {
             let phase = *phases.borrow_and_update();
-            if let Phase::Waiting(since) = phase {
-                tokio::select! {
-                    () = tokio::time::sleep_until(since + timeout) => {
-                        // A change may have raced the timer: only the same idle spell counts.
-                        if *phases.borrow() == phase {
-                            return;
-                        }
-                    }
+            let (deadline, overdue) = match phase {
+                Phase::Waiting(since) => (since + idle, Overdue::Idle),
+                Phase::Reading(since) => (since + header_read, Overdue::HeaderRead),
+                Phase::Busy(_) => {
                     // `self` holds the sender, so the channel cannot close while this runs.
-                    _ = phases.changed() => {}
+                    let _ = phases.changed().await;
+                    continue;
                 }
-            } else {
-                let _ = phases.changed().await;
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    // A change may have raced the timer: only the same spell counts.
+                    if *phases.borrow() == phase {
+                        return overdue;
+                    }
+                }
+                _ = phases.changed() => {}
             }
         }
     }
+}
+
+/// Which timer ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Overdue {
+    /// Nothing arrived for the idle timeout.
+    Idle,
+    /// A request head did not arrive within the header-read timeout.
+    HeaderRead,
 }
 
 /// Keeps the connection busy while it lives: one request being answered.
@@ -173,37 +190,52 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 mod tests {
     use super::*;
 
-    const TIMEOUT: Duration = Duration::from_secs(5);
+    const IDLE: Duration = Duration::from_secs(5);
+    const HEADER_READ: Duration = Duration::from_secs(3);
+    const MS: Duration = Duration::from_millis(1);
 
-    /// Whether the idle timer has fired after the paused clock moved by `elapsed`.
-    async fn expired_after(activity: &Activity, elapsed: Duration) -> bool {
-        let timer = activity.idle_expired(TIMEOUT);
+    /// Which timer has run out once the paused clock has moved by `elapsed`, if one has.
+    async fn overdue_after(activity: &Activity, elapsed: Duration) -> Option<Overdue> {
+        let timer = activity.overdue(IDLE, HEADER_READ);
         tokio::pin!(timer);
         tokio::select! {
             biased;
-            () = &mut timer => true,
-            () = tokio::time::sleep(elapsed) => false,
+            overdue = &mut timer => Some(overdue),
+            () = tokio::time::sleep(elapsed) => None,
         }
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_silent_connection_expires_after_the_timeout_and_not_before() {
+    async fn a_silent_connection_is_overdue_after_the_idle_timeout_and_not_before() {
         let activity = Activity::new();
-        assert!(!expired_after(&activity, TIMEOUT - Duration::from_millis(1)).await);
-        assert!(expired_after(&activity, Duration::from_millis(2)).await);
+        assert_eq!(overdue_after(&activity, IDLE - MS).await, None);
+        assert_eq!(overdue_after(&activity, 2 * MS).await, Some(Overdue::Idle));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_connection_sending_a_head_or_busy_never_expires() {
+    async fn a_head_is_overdue_after_the_header_read_timeout_from_its_first_byte() {
+        let activity = Activity::new();
+        tokio::time::advance(IDLE - MS).await;
+        activity.heard();
+        // More bytes of the same head do not restart the timer.
+        assert_eq!(overdue_after(&activity, HEADER_READ / 2).await, None);
+        activity.heard();
+        assert_eq!(overdue_after(&activity, HEADER_READ / 2 - MS).await, None);
+        assert_eq!(
+            overdue_after(&activity, 2 * MS).await,
+            Some(Overdue::HeaderRead)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_connection_is_never_overdue_and_idles_from_its_answer() {
         let activity = Activity::new();
         activity.heard();
-        assert!(!expired_after(&activity, TIMEOUT * 10).await);
         let busy = activity.request_started();
-        assert!(!expired_after(&activity, TIMEOUT * 10).await);
+        assert_eq!(overdue_after(&activity, IDLE * 10).await, None);
         drop(busy);
-        // The idle spell starts when the answer has been sent.
-        assert!(!expired_after(&activity, TIMEOUT - Duration::from_millis(1)).await);
-        assert!(expired_after(&activity, TIMEOUT).await);
+        assert_eq!(overdue_after(&activity, IDLE - MS).await, None);
+        assert_eq!(overdue_after(&activity, 2 * MS).await, Some(Overdue::Idle));
     }
 
     #[tokio::test(start_paused = true)]
@@ -212,8 +244,11 @@ mod tests {
         let first = activity.request_started();
         let second = activity.request_started();
         drop(first);
-        assert!(!expired_after(&activity, TIMEOUT * 2).await);
+        assert_eq!(overdue_after(&activity, IDLE * 2).await, None);
         drop(second);
-        assert!(expired_after(&activity, TIMEOUT * 2).await);
+        assert_eq!(
+            overdue_after(&activity, IDLE * 2).await,
+            Some(Overdue::Idle)
+        );
     }
 }
