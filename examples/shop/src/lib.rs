@@ -3,7 +3,7 @@
 //!
 //! The binary (`cargo run -p shop`) reads its [`Config`] from the environment and the command
 //! line, opens the store named by `IDEM_STORE` ([`Backend`]), and serves [`app`] with
-//! [`serve`]. The tests in `tests/` build the same router and serve it on a loopback port.
+//! [`serve`], within [`ConnectionLimits`]. The tests in `tests/` build the same router and serve it on a loopback port.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -13,7 +13,8 @@
 //! let shop = Shop::new(backend.ledger.clone(), Settings::default());
 //! let router = shop::app(shop, backend.idem.clone());
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-//! shop::serve(listener, router, backend.idem.clone(), shop::shutdown_signal()).await?;
+//! let limits = shop::ConnectionLimits::default();
+//! shop::serve(listener, router, backend.idem.clone(), limits, shop::shutdown_signal()).await?;
 //! # Ok(()) }
 //! ```
 
@@ -30,10 +31,11 @@ pub mod payments;
 pub mod problem;
 pub mod receipts;
 pub mod refunds;
+pub mod server;
 pub mod transfers;
 pub mod webhooks;
 
-use std::{fmt, future::Future, io, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use axum::{
     Extension, Router,
@@ -42,7 +44,6 @@ use axum::{
     routing::{get, post},
 };
 use idem_core::Idempotency;
-use tokio::net::TcpListener;
 
 use crate::{
     auth::User,
@@ -51,7 +52,11 @@ use crate::{
     problem::{ShopProblem, ShopProblemKind},
     receipts::Mailer,
 };
-pub use crate::{backend::Backend, config::Config};
+pub use crate::{
+    backend::Backend,
+    config::Config,
+    server::{ConnectionLimits, serve},
+};
 
 /// How the shop behaves, apart from where it keeps its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,32 +209,6 @@ async fn method_not_allowed(request: Request) -> ShopProblem {
             request.method()
         ),
     )
-}
-
-/// Serves `router` on `listener` until `shutdown` completes, then lets every running handler
-/// finish and store its result, including those whose client has gone.
-///
-/// axum's graceful shutdown stops accepting connections and waits for the requests in
-/// progress; [`Idempotency::shutdown`] then waits for the handlers that carry on after their
-/// client disconnected (a timed-out transfer, say), so the client's retry finds the result.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    idem: Idempotency,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    let running = idem.running();
-    if running > 0 {
-        tracing::info!(
-            running,
-            "waiting for running handlers to store their results"
-        );
-    }
-    idem.shutdown().await;
-    Ok(())
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

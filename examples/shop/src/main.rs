@@ -48,6 +48,7 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         listener,
         router,
         backend.idem.clone(),
+        config.connections,
         shop::shutdown_signal(),
     )
     .await?;
