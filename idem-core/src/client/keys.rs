@@ -169,8 +169,8 @@ impl IdempotencyKey {
         I: IntoIterator,
         I::Item: fmt::Display,
     {
-        let valid = (1..=MAX_NAMESPACE_LEN).contains(&namespace.len())
-            && namespace.bytes().all(is_kept);
+        let valid =
+            (1..=MAX_NAMESPACE_LEN).contains(&namespace.len()) && namespace.bytes().all(is_kept);
         if !valid {
             return Err(DeriveError::InvalidNamespace {
                 namespace: namespace.to_owned(),
