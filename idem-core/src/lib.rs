@@ -50,7 +50,7 @@
 //! | `postgres` | | `PostgresStore`: durable records, completed in the handler's transaction |
 //! | `metrics` | | counters through the `metrics` facade |
 //! | `conformance` | | the store conformance suite, for authors of a `Store` |
-//! | `client` | | [`client`]: a reqwest client that retries with one key per operation |
+//! | `client` | | `idem_core::client`: a reqwest call that retries with one key per operation |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(hidden)]

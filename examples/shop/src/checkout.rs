@@ -206,11 +206,14 @@ fn report(stderr: &mut impl Write, error: &ClientError) {
         cause = error.source();
     }
     let _ = writeln!(stderr, "{line}");
-    let _ = writeln!(
-        stderr,
-        "checkout: to try again without paying twice: --key {}",
-        error.key().as_str()
-    );
+    // When the budget ran out, the payment may have been made: the same key finds out.
+    if error.gave_up().is_some() {
+        let _ = writeln!(
+            stderr,
+            "checkout: to try again without paying twice: --key {}",
+            error.key().as_str()
+        );
+    }
 }
 
 #[cfg(test)]

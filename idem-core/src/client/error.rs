@@ -30,8 +30,8 @@ pub enum ErrorKind {
     /// 422: the key was already used for a request with another body. This is a bug in the
     /// caller, which sent two operations under one key; it is never retried.
     #[error(
-        "the server answered 422: this Idempotency-Key was already used for a different request \
-         (a new operation needs a new key)"
+        "the server answered 422: this Idempotency-Key was already used for a different request; \
+         a new operation needs a new key"
     )]
     KeyReused(ErrorAnswer),
     /// An error answer: a 4xx the caller must fix, a 501, a stored answer replayed, or a

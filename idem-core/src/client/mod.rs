@@ -47,11 +47,11 @@
 //! # Keys
 //!
 //! A key names one logical operation, and is the same on every retry of it: random
-//! ([`IdempotencyKey::random`], a UUID v4, what [`RetryPolicy::send`] uses) for an operation
+//! ([`IdempotencyKey::random`](crate::IdempotencyKey::random), a UUID v4, what [`RetryPolicy::send`] uses) for an operation
 //! nothing else names, or derived from the business identifiers that make the operation what it
-//! is ([`IdempotencyKey::derive`]): `customer-create` and the user id, so that two clicks create
+//! is ([`IdempotencyKey::derive`](crate::IdempotencyKey::derive)): `customer-create` and the user id, so that two clicks create
 //! one customer. The derivation is stable across processes and versions and is written down in
-//! [`keys`](self::keys), so that a program in another language can reproduce it. The key is sent
+//! [`keys`], so that a program in another language can reproduce it. The key is sent
 //! as an RFC 9651 sf-string (the IETF draft) or bare (Stripe), as [`KeyForm`] says.
 //!
 //! # What is retried
@@ -78,12 +78,16 @@
 //! | setting | default | the Stripe SDKs |
 //! | --- | --- | --- |
 //! | [`max_attempts`](RetryPolicy::max_attempts) | 10 | 3 (2 retries) |
-//! | [`initial_backoff`](RetryPolicy::initial_backoff), doubling | 500 ms | 500 ms |
+//! | [`initial_backoff`](RetryPolicy::initial_backoff) | 500 ms, doubling | 500 ms, doubling (stripe-node) or growing as 0.5 s + 0.5 s × n² (stripe-go) |
 //! | [`max_backoff`](RetryPolicy::max_backoff) | 5 s | 5 s |
 //! | [`attempt_timeout`](RetryPolicy::attempt_timeout) | 30 s | 80 s |
 //! | [`deadline`](RetryPolicy::deadline) | 60 s | none |
 //!
-//! The backoff is Stripe's. The budget is not: Stripe's 2 retries cover a blip on an API whose
+//! `docs/client.md` in the repository has the whole comparison and the design.
+//!
+//! The backoff's bounds are Stripe's; its jitter is full rather than a fraction of the delay,
+//! so that clients that failed together (a store outage answered 503 to all of them) do not
+//! come back together. The budget is not Stripe's: Stripe's 2 retries cover a blip on an API whose
 //! answers come in a second, and whose 409 means two requests raced. An idem server answers
 //! 409 for as long as the first request runs (a 10 s bank transfer, say) and says when to come
 //! back; a client that stops after 2 retries loses a result it could have had. So the bound

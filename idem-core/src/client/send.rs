@@ -155,7 +155,7 @@ impl RetryPolicy {
             if Instant::now() + wait >= deadline {
                 return Err(self.give_up(key, started, attempts, kind, GaveUp::Deadline));
             }
-            tracing::info!(%method, path, attempts, error = %kind, wait = %humanize(wait), "retrying with the same Idempotency-Key");
+            tracing::info!(%method, path, attempts, met = %brief(&kind), wait = %humanize(wait), "retrying with the same Idempotency-Key");
             tokio::time::sleep(wait).await;
         }
     }
@@ -238,6 +238,14 @@ impl RetryPolicy {
 
     fn unsent(&self, key: &IdempotencyKey, started: Instant, kind: ErrorKind) -> ClientError {
         self.failed(key, started, 0, kind)
+    }
+}
+
+/// What an attempt met, in a few words for a log line: the status alone for an answer.
+fn brief(kind: &ErrorKind) -> String {
+    match kind {
+        ErrorKind::Status(answer) | ErrorKind::KeyReused(answer) => answer.status.to_string(),
+        other => other.to_string(),
     }
 }
 
