@@ -50,10 +50,14 @@
 //! | `postgres` | | `PostgresStore`: durable records, completed in the handler's transaction |
 //! | `metrics` | | counters through the `metrics` facade |
 //! | `conformance` | | the store conformance suite, for authors of a `Store` |
+//! | `client` | | `idem_core::client`: a reqwest call that retries with one key per operation |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(hidden)]
 pub mod __private;
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub mod client;
 mod context;
 pub mod fingerprint;
 mod flow;

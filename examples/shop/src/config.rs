@@ -4,7 +4,9 @@
 //! | --- | --- | --- | --- |
 //! | listen address | `--addr` | `SHOP_ADDR` | `127.0.0.1:3000` |
 //! | idempotency store | | `IDEM_STORE` | `memory` |
-//! | transfer delay | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
+//! | transfer delay (at the bank) | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
+//! | payment delay (the card network) | | `SHOP_PAYMENT_DELAY_MS` | `0` |
+//! | the bank's URL | | `SHOP_BANK_URL` | a bank the shop starts on a loopback port |
 //! | refund delay | | `SHOP_REFUND_DELAY_MS` | `1000` |
 //! | webhook secret | | `SHOP_WEBHOOK_SECRET` | `whsec_demo` |
 //! | bank down (refunds fail) | | `SHOP_BANK_DOWN` | `0` |
@@ -32,6 +34,9 @@ options:
 environment:
   IDEM_STORE              memory (default), redis://host:6379 or postgres://user@host/db
   SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
+  SHOP_PAYMENT_DELAY_MS   how long the card network takes per payment (default 0)
+  SHOP_BANK_URL           the bank's service, as http://127.0.0.1:4000 (default: the shop
+                          starts one in its own process, on a loopback port)
   SHOP_REFUND_DELAY_MS    how long the bank takes per refund (default 1000)
   SHOP_WEBHOOK_SECRET     the key of the bank's webhook signatures (default whsec_demo)
   SHOP_BANK_DOWN          1: the bank fails every refund (default 0)
@@ -167,6 +172,17 @@ impl Config {
         };
         let settings = Settings {
             transfer_delay: millis("SHOP_TRANSFER_DELAY_MS", Settings::DEFAULT_TRANSFER_DELAY)?,
+            payment_delay: millis("SHOP_PAYMENT_DELAY_MS", Settings::DEFAULT_PAYMENT_DELAY)?,
+            bank_url: match var("SHOP_BANK_URL").map(|url| url.trim().to_owned()) {
+                None => None,
+                Some(url) if url.is_empty() => None,
+                Some(url) if url.starts_with("http://") || url.starts_with("https://") => Some(url),
+                Some(url) => {
+                    return Err(ConfigError(format!(
+                        "SHOP_BANK_URL={url:?} is not an http:// URL, as in http://127.0.0.1:4000"
+                    )));
+                }
+            },
             refund_delay: millis("SHOP_REFUND_DELAY_MS", Settings::DEFAULT_REFUND_DELAY)?,
             webhook_secret: var("SHOP_WEBHOOK_SECRET")
                 .unwrap_or_else(|| Settings::DEFAULT_WEBHOOK_SECRET.to_owned()),
@@ -241,6 +257,8 @@ mod tests {
             &[
                 ("IDEM_STORE", "postgres://postgres@127.0.0.1/test"),
                 ("SHOP_TRANSFER_DELAY_MS", "1500"),
+                ("SHOP_PAYMENT_DELAY_MS", "250"),
+                ("SHOP_BANK_URL", "http://127.0.0.1:4000"),
                 ("SHOP_REFUND_DELAY_MS", "0"),
                 ("SHOP_WEBHOOK_SECRET", "whsec_x"),
                 ("SHOP_BANK_DOWN", "1"),
@@ -248,6 +266,11 @@ mod tests {
         );
         assert!(matches!(config.store, StoreChoice::Postgres(_)));
         assert_eq!(config.settings.transfer_delay, Duration::from_millis(1500));
+        assert_eq!(config.settings.payment_delay, Duration::from_millis(250));
+        assert_eq!(
+            config.settings.bank_url.as_deref(),
+            Some("http://127.0.0.1:4000")
+        );
         assert_eq!(config.settings.refund_delay, Duration::ZERO);
         assert_eq!(config.settings.webhook_secret, "whsec_x");
         assert!(config.bank_down);
@@ -297,6 +320,12 @@ mod tests {
                 &[],
                 &[("SHOP_MAX_CONNECTIONS", "many")],
                 "number of connections",
+            ),
+            (&[], &[("SHOP_PAYMENT_DELAY_MS", "1s")], "milliseconds"),
+            (
+                &[],
+                &[("SHOP_BANK_URL", "127.0.0.1:4000")],
+                "not an http:// URL",
             ),
         ] {
             let error = parse(args, vars).unwrap_err();

@@ -21,6 +21,8 @@
 pub mod auth;
 pub mod backend;
 pub mod bank;
+pub mod bank_service;
+pub mod checkout;
 pub mod config;
 pub mod health;
 pub mod json;
@@ -63,6 +65,10 @@ pub use crate::{
 pub struct Settings {
     /// How long the bank takes to accept a transfer.
     pub transfer_delay: Duration,
+    /// How long the card network takes to approve a payment.
+    pub payment_delay: Duration,
+    /// Where the bank's service is; `None`: the shop starts one in its own process.
+    pub bank_url: Option<String>,
     /// How long the bank takes to confirm a refund.
     pub refund_delay: Duration,
     /// The key the bank signs its webhooks with.
@@ -74,6 +80,8 @@ pub struct Settings {
 impl Settings {
     /// The default transfer delay: 10 seconds, as in the seed article's demo.
     pub const DEFAULT_TRANSFER_DELAY: Duration = Duration::from_secs(10);
+    /// The default payment delay: none.
+    pub const DEFAULT_PAYMENT_DELAY: Duration = Duration::ZERO;
     /// The default refund delay: 1 second.
     pub const DEFAULT_REFUND_DELAY: Duration = Duration::from_secs(1);
     /// The default webhook secret. A demo value: a real one is a secret.
@@ -86,6 +94,8 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             transfer_delay: Self::DEFAULT_TRANSFER_DELAY,
+            payment_delay: Self::DEFAULT_PAYMENT_DELAY,
+            bank_url: None,
             refund_delay: Self::DEFAULT_REFUND_DELAY,
             webhook_secret: Self::DEFAULT_WEBHOOK_SECRET.to_owned(),
             body_limit: Self::DEFAULT_BODY_LIMIT,
@@ -108,13 +118,18 @@ struct Inner {
 }
 
 impl Shop {
-    /// A shop keeping its data in `ledger`.
+    /// A shop keeping its data in `ledger`. Its bank is the one at `settings.bank_url`, or
+    /// one it starts on a loopback port at its first transfer.
     pub fn new(ledger: Ledger, settings: Settings) -> Self {
         let bank = Bank::new(
             settings.transfer_delay,
             settings.refund_delay,
             &settings.webhook_secret,
         );
+        let bank = match &settings.bank_url {
+            Some(url) => bank.at(url),
+            None => bank,
+        };
         Self {
             inner: Arc::new(Inner {
                 ledger,
