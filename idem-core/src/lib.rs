@@ -37,6 +37,7 @@
 //! - [`store`]: the [`Store`] trait and the rules a store keeps; [`MemoryStore`], and behind
 //!   features `RedisStore` and `PostgresStore`.
 //! - [`replay`]: what is stored and replayed; [`NoStore`] to opt a response out.
+//! - [`extract`]: what a replay checks; [`PureBody`] for a body extractor a replay may skip.
 //! - [`problem`]: the Problem Details answers and their `type` URIs.
 //! - [`layer`]: the tower layer, [`IdempotencyLayer`].
 //! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
@@ -55,6 +56,7 @@
 #[doc(hidden)]
 pub mod __private;
 mod context;
+pub mod extract;
 pub mod fingerprint;
 mod flow;
 pub mod key;
@@ -73,6 +75,7 @@ pub use idem_macros::idempotent;
 
 pub use crate::{
     context::{IdempotencyContext, TransactionGuard},
+    extract::PureBody,
     key::{IdempotencyKey, KeySyntax},
     layer::IdempotencyLayer,
     policy::{OnConflict, OnStoreError, Policy},
