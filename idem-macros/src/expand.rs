@@ -121,7 +121,7 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
     } else {
         quote!(#original)
     };
-    let boxed = output.boxing();
+    let boxed = output.boxing(output_span);
     let call = quote_spanned! {output_span=>
         ::idem_core::__private::#boxed(#path(#(#arguments),*))
     };
@@ -192,11 +192,12 @@ impl Output {
         }
     }
 
-    /// The `__private` function that boxes the original's future into [`Self::future`].
-    fn boxing(&self) -> proc_macro2::Ident {
+    /// The `__private` function that boxes the original's future into [`Self::future`],
+    /// spanned where a bound it puts on the output should be reported.
+    fn boxing(&self, span: Span) -> proc_macro2::Ident {
         match self {
-            Self::Named(_) => format_ident!("boxed"),
-            Self::Opaque => format_ident!("boxed_response"),
+            Self::Named(_) => format_ident!("boxed", span = span),
+            Self::Opaque => format_ident!("boxed_response", span = span),
         }
     }
 }
