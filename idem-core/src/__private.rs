@@ -384,6 +384,9 @@ pub trait FromRequestArgs<S, M>: Sized + Send + 'static {
 }
 
 /// The arguments of a claimed request: extracted, or waiting for their pure body extractor.
+// One per request, moved once into the handler's future: boxing the parts would cost an
+// allocation on every request to save stack space in a future that holds them anyway.
+#[allow(clippy::large_enum_variant)]
 pub enum Pending<Args: FromRequestArgs<S, M>, S, M> {
     /// Every argument, guards included, was extracted before the claim.
     Extracted(Args),
