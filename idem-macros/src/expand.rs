@@ -1,18 +1,24 @@
-//! Code generation: the handler becomes a constant of type `Idempotent<(T1, .., Tn)>`.
+//! Code generation: the handler becomes a constant of type
+//! `Idempotent<fn(T1, .., Tn) -> HandlerFuture<Output>>`.
 //!
 //! ```text
 //! #[allow(non_upper_case_globals)]
-//! pub const create_payment: ::idem_core::__private::Idempotent<(State<Db>, Json<New>)> = {
-//!     async fn create_payment(State(db): State<Db>, Json(new): Json<New>) -> Response { .. }
+//! pub const create_payment: ::idem_core::__private::Idempotent<
+//!     fn(State<Db>, Json<New>) -> ::idem_core::__private::HandlerFuture<Payment>,
+//! > = {
+//!     async fn create_payment(State(db): State<Db>, Json(new): Json<New>) -> Payment { .. }
 //!     ::idem_core::__private::Idempotent::new(
 //!         ::idem_core::__private::Policy::new().ttl(..),
-//!         |(__idem_arg0, __idem_arg1)| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+//!         |__idem_arg0, __idem_arg1| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+//!         || ::idem_core::__private::LastArgument::<Json<New>>::NEW.runs_on_replay(),
 //!     )
 //! };
 //! ```
 //!
 //! The original function is nested unchanged in the constant's initializer, so its body,
-//! spans and error messages are the user's own. The constant is what the router names.
+//! spans and error messages are the user's own; one that names `Self` is emitted next to the
+//! constant instead, as a hidden associated function. The constant is what the router names,
+//! and it dereferences to the `fn` pointer, so it is called like the function.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};

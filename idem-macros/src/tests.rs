@@ -147,6 +147,21 @@ fn every_argument() {
 }
 
 #[test]
+fn an_associated_function_that_names_self() {
+    snapshot(
+        "associated_self",
+        quote! {
+            /// Creates a payment in this shop.
+            #[idempotent(scope = "global")]
+            #[tracing::instrument(skip(shop))]
+            async fn create(State(shop): State<Self>, Json(new): Json<NewPayment>) -> Json<Payment> {
+                Json(shop.insert(new).await)
+            }
+        },
+    );
+}
+
+#[test]
 fn an_error_keeps_the_function_as_written() {
     let output = expand(
         quote!(tll = "24h"),
