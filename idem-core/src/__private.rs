@@ -29,16 +29,16 @@ use axum::{
     handler::Handler,
     response::{IntoResponse, Response},
 };
+use bytes::Bytes;
 use http::request::Parts;
 
 use crate::{
     Idempotency,
-    context::IdempotencyContext,
     extract::PureBody,
-    flow::{self, Admission},
+    flow::{self, Endpoint},
     problem::{Problem, ProblemKind},
     replay::NoStore,
-    scope::{self, Route},
+    scope::Route,
 };
 pub use crate::{
     fingerprint::FingerprintMode,
@@ -239,7 +239,7 @@ where
 }
 
 impl<F: HandlerFn> Idempotent<F> {
-    async fn handle<S, M: 'static>(self, mut request: Request, state: S) -> Response
+    async fn handle<S, M: 'static>(self, request: Request, state: S) -> Response
     where
         S: Send + Sync + 'static,
         F::Args: FromRequestArgs<S, M>,
@@ -247,86 +247,88 @@ impl<F: HandlerFn> Idempotent<F> {
         let Some(idem) = request.extensions().get::<Idempotency>().cloned() else {
             return not_installed(&request);
         };
-        let context = IdempotencyContext::new(&idem);
-        request.extensions_mut().insert(context.clone());
-        let keyed = match flow::admit(&self.policy, request).await {
-            Ok(Admission::Keyed(keyed)) => keyed,
-            Ok(Admission::Unkeyed(request)) => {
-                let route = Route::of(request.extensions(), request.uri());
-                let (mut parts, body) = request.into_parts();
-                let args = match F::Args::head(&mut parts, &state).await {
-                    Ok(head) => F::Args::tail(head, parts, body, &state).await,
-                    Err(rejection) => Err(rejection),
-                };
-                let args = match args {
-                    Ok(args) => args,
-                    Err(rejection) => return rejection,
-                };
-                let handler = self.call.call_with(args);
-                return flow::run_unrecorded(&self.policy, route.as_str(), context, handler).await;
-            }
-            Err(refusal) => return refusal,
+        let endpoint = Annotated {
+            call: self.call,
+            state,
+            last_runs_on_replay: self.last_runs_on_replay(),
+            marker: PhantomData,
         };
-        let flow::Keyed {
-            mut parts,
-            body,
-            key,
-            fingerprint,
-        } = keyed;
-        let route = Route::of(&parts.extensions, &parts.uri);
-        // Every check that guards the handler runs before the claim, so that a replay is
-        // answered only to a request that passed them again: the extractors that read only
-        // the parts (one of them may be the authentication that names the principal), then a
-        // body extractor that is a guard (a signature over the body). Their rejections touch
-        // nothing. A pure body extractor runs after the claim, so that a replay does not pay
-        // for parsing a body it will not use; its rejection (bad JSON, a failed validation)
-        // releases the key, and the client may fix the body and retry the key.
-        let head = match F::Args::head(&mut parts, &state).await {
-            Ok(head) => head,
-            Err(rejection) => return rejection,
-        };
-        let store_key = match flow::store_key(&idem, &self.policy, &parts, &key) {
-            Ok(store_key) => store_key,
-            Err(refusal) => return refusal,
-        };
-        let pending = F::Args::guard(
+        flow::handle(&idem, &self.policy, request, endpoint).await
+    }
+}
+
+/// An annotated handler with its state: the attribute's [`Endpoint`].
+///
+/// Every check that guards the handler runs before the claim, so that a replay is answered
+/// only to a request that passed them again: the extractors that read only the parts (one of
+/// them may be the authentication that names the principal), then a body extractor that is a
+/// guard (a signature over the body). Their rejections touch nothing. A pure body extractor
+/// runs after the claim, so that a replay does not pay for parsing a body it will not use;
+/// its rejection (bad JSON, a failed validation) releases the key, and the client may fix the
+/// body and retry the key.
+struct Annotated<F, S, M> {
+    call: F,
+    state: S,
+    last_runs_on_replay: bool,
+    marker: PhantomData<fn() -> M>,
+}
+
+impl<F, S, M> Endpoint for Annotated<F, S, M>
+where
+    F: HandlerFn,
+    F::Args: FromRequestArgs<S, M>,
+    S: Send + Sync + 'static,
+    M: 'static,
+{
+    type Head = <F::Args as FromRequestArgs<S, M>>::Head;
+    type Prepared = Arguments<F::Args, S, M>;
+
+    fn head(&self, parts: &mut Parts) -> impl Future<Output = Result<Self::Head, Response>> + Send {
+        F::Args::head(parts, &self.state)
+    }
+
+    fn prepare(
+        &self,
+        head: Self::Head,
+        parts: Parts,
+        body: Bytes,
+    ) -> impl Future<Output = Result<Self::Prepared, Response>> + Send {
+        F::Args::guard(
             head,
             parts,
             Body::from(body),
-            &state,
-            self.last_runs_on_replay(),
-        );
-        let pending = match pending.await {
-            Ok(pending) => pending,
-            Err(rejection) => return rejection,
-        };
-        let call = self.call;
-        let handler = move || async move {
-            match pending.finish(&state).await {
-                Ok(args) => call.call_with(args).await,
-                Err(mut rejection) => {
-                    rejection.extensions_mut().insert(NoStore);
-                    rejection
-                }
-            }
-        };
-        flow::run(
-            &idem,
-            &self.policy,
-            store_key,
-            &fingerprint,
-            route,
-            context,
-            handler,
+            &self.state,
+            self.last_runs_on_replay,
         )
-        .await
+    }
+
+    async fn call(self, arguments: Self::Prepared) -> Response {
+        match arguments.finish(&self.state).await {
+            Ok(args) => self.call.call_with(args).await,
+            Err(mut rejection) => {
+                rejection.extensions_mut().insert(NoStore);
+                rejection
+            }
+        }
+    }
+
+    async fn call_without_key(self, request: Request) -> Response {
+        let (mut parts, body) = request.into_parts();
+        let args = match F::Args::head(&mut parts, &self.state).await {
+            Ok(head) => F::Args::tail(head, parts, body, &self.state).await,
+            Err(rejection) => Err(rejection),
+        };
+        match args {
+            Ok(args) => self.call.call_with(args).await,
+            Err(rejection) => rejection,
+        }
     }
 }
 
 fn not_installed(request: &Request) -> Response {
-    let route = scope::route(request.extensions(), request.uri());
+    let route = Route::of(request.extensions(), request.uri());
     tracing::error!(
-        route,
+        route = route.as_str(),
         "#[idempotent] handler called without the idempotency runtime: add \
          `.layer(axum::Extension(idempotency))` to the router"
     );
@@ -360,14 +362,14 @@ pub trait FromRequestArgs<S, M>: Sized + Send + 'static {
     ) -> impl Future<Output = Result<Self, Response>> + Send;
 
     /// Before the claim: runs the last argument now if it `runs_on_replay` (a guard), or
-    /// keeps it for [`Pending::finish`], after the claim (a pure body extractor).
+    /// keeps it for [`Arguments::finish`], after the claim (a pure body extractor).
     fn guard(
         head: Self::Head,
         parts: Parts,
         body: Body,
         state: &S,
         runs_on_replay: bool,
-    ) -> impl Future<Output = Result<Pending<Self, S, M>, Response>> + Send
+    ) -> impl Future<Output = Result<Arguments<Self, S, M>, Response>> + Send
     where
         S: Sync,
     {
@@ -375,9 +377,9 @@ pub trait FromRequestArgs<S, M>: Sized + Send + 'static {
             if runs_on_replay {
                 Self::tail(head, parts, body, state)
                     .await
-                    .map(Pending::Extracted)
+                    .map(Arguments::Extracted)
             } else {
-                Ok(Pending::Body { head, parts, body })
+                Ok(Arguments::Body { head, parts, body })
             }
         }
     }
@@ -387,7 +389,7 @@ pub trait FromRequestArgs<S, M>: Sized + Send + 'static {
 // One per request, moved once into the handler's future: boxing the parts would cost an
 // allocation on every request to save stack space in a future that holds them anyway.
 #[allow(clippy::large_enum_variant)]
-pub enum Pending<Args: FromRequestArgs<S, M>, S, M> {
+pub enum Arguments<Args: FromRequestArgs<S, M>, S, M> {
     /// Every argument, guards included, was extracted before the claim.
     Extracted(Args),
     /// The body extractor is pure and runs only if the handler does.
@@ -401,7 +403,7 @@ pub enum Pending<Args: FromRequestArgs<S, M>, S, M> {
     },
 }
 
-impl<Args: FromRequestArgs<S, M>, S, M> Pending<Args, S, M> {
+impl<Args: FromRequestArgs<S, M>, S, M> Arguments<Args, S, M> {
     /// The arguments, once the pure body extractor, if any, has run.
     pub async fn finish(self, state: &S) -> Result<Args, Response> {
         match self {
@@ -411,7 +413,7 @@ impl<Args: FromRequestArgs<S, M>, S, M> Pending<Args, S, M> {
     }
 }
 
-impl<Args: FromRequestArgs<S, M>, S, M> fmt::Debug for Pending<Args, S, M> {
+impl<Args: FromRequestArgs<S, M>, S, M> fmt::Debug for Arguments<Args, S, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Extracted(_) => f.write_str("Extracted"),

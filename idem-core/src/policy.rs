@@ -38,9 +38,17 @@ pub enum OnStoreError {
     /// without the guarantee.
     #[default]
     Fail,
-    /// Run the handler without idempotency, and log that it did. For operations where running
-    /// twice is cheaper than not running.
-    Run,
+    /// Run the handler without an idempotency record, and log that it did
+    /// (`on_store_error = "run"` in `#[idempotent]`). For operations where running twice is
+    /// cheaper than not running.
+    RunWithoutRecord,
+}
+
+impl OnStoreError {
+    /// The former name of [`OnStoreError::RunWithoutRecord`].
+    #[deprecated(note = "renamed `OnStoreError::RunWithoutRecord`")]
+    #[allow(non_upper_case_globals)]
+    pub const Run: Self = Self::RunWithoutRecord;
 }
 
 /// The idempotency policy of a route. Every setting has the default the documentation names.

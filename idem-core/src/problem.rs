@@ -1,7 +1,9 @@
-//! RFC 9457 Problem Details: every error the library answers (SPEC §8).
+//! RFC 9457 Problem Details: every error the library answers.
 //!
-//! Each kind of error has a stable `type` URI that points at its section below, a fixed
-//! `title`, and a status code. The `detail` says what was wrong with this request.
+//! Each kind of error has a stable `type` URI, a fixed `title`, and a status code; the `detail`
+//! says what was wrong with this request. The URIs end with `#<slug>` and point at the
+//! catalogue below, which `docs/problems.md` in the repository repeats, unless the runtime sets
+//! a base of its own ([`IdempotencyBuilder::problem_type_base`](crate::IdempotencyBuilder::problem_type_base)).
 //!
 //! ```
 //! use axum::response::IntoResponse;
@@ -60,7 +62,7 @@
 //! **503 Service Unavailable.** The store that keeps idempotency records could not be reached, so the server refused
 //! to run the operation rather than risk running it twice. Retry after `Retry-After` seconds.
 
-use std::{borrow::Cow, time::Duration};
+use std::{borrow::Cow, sync::Arc, time::Duration};
 
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -70,8 +72,9 @@ use serde::Serialize;
 /// The media type of a Problem Details body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// Where the `type` URIs point: the section of this module's documentation for each kind.
-const TYPE_BASE: &str = "https://docs.rs/idem-core/latest/idem_core/problem/index.html#";
+/// Where the `type` URIs point unless the runtime says otherwise: the section of the problem
+/// catalogue (`docs/problems.md`) for each kind.
+pub const DEFAULT_TYPE_BASE: &str = "https://github.com/idem-rs/idem/blob/main/docs/problems.md#";
 
 /// The kinds of error the library answers, each with its own status, title and `type` URI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -150,9 +153,10 @@ impl ProblemKind {
         }
     }
 
-    /// The `type` URI of this kind: stable, and it leads to this kind's documentation.
+    /// The default `type` URI of this kind: [`DEFAULT_TYPE_BASE`] and the slug. Stable, and
+    /// it leads to this kind's documentation.
     pub fn type_uri(self) -> String {
-        format!("{TYPE_BASE}{}", self.slug())
+        format!("{DEFAULT_TYPE_BASE}{}", self.slug())
     }
 }
 
@@ -161,6 +165,7 @@ impl ProblemKind {
 #[must_use]
 pub struct Problem {
     kind: ProblemKind,
+    type_base: Option<Arc<str>>,
     detail: Cow<'static, str>,
     instance: Option<String>,
     retry_after: Option<Duration>,
@@ -172,10 +177,34 @@ impl Problem {
     pub fn new(kind: ProblemKind, detail: impl Into<Cow<'static, str>>) -> Self {
         Self {
             kind,
+            type_base: None,
             detail: detail.into(),
             instance: None,
             retry_after: None,
             original_status: None,
+        }
+    }
+
+    /// Makes the `type` URI `base` followed by the kind's slug, instead of
+    /// [`ProblemKind::type_uri`]'s default.
+    ///
+    /// ```
+    /// use idem_core::problem::{Problem, ProblemKind};
+    ///
+    /// let problem = Problem::new(ProblemKind::KeyReused, "a different body")
+    ///     .with_type_base("https://api.example.com/problems#");
+    /// assert_eq!(problem.type_uri(), "https://api.example.com/problems#key-reused");
+    /// ```
+    pub fn with_type_base(mut self, base: impl Into<Arc<str>>) -> Self {
+        self.type_base = Some(base.into());
+        self
+    }
+
+    /// The `type` URI of this problem.
+    pub fn type_uri(&self) -> String {
+        match &self.type_base {
+            Some(base) => format!("{base}{}", self.kind.slug()),
+            None => self.kind.type_uri(),
         }
     }
 
@@ -227,7 +256,7 @@ impl Problem {
             original_status: Option<u16>,
         }
         let body = Body {
-            r#type: self.kind.type_uri(),
+            r#type: self.type_uri(),
             title: self.kind.title(),
             status: self.kind.status().as_u16(),
             detail: &self.detail,
@@ -294,7 +323,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
-                "type": "https://docs.rs/idem-core/latest/idem_core/problem/index.html#key-reused",
+                "type": "https://github.com/idem-rs/idem/blob/main/docs/problems.md#key-reused",
                 "title": "Idempotency-Key is already used",
                 "status": 422,
                 "detail": "the body \"differs\"\n",
@@ -318,6 +347,21 @@ mod tests {
         assert_eq!(retry_after_seconds(Duration::ZERO), 1);
         assert_eq!(retry_after_seconds(Duration::from_millis(1)), 1);
         assert_eq!(retry_after_seconds(Duration::from_secs(3)), 3);
+    }
+
+    #[test]
+    fn the_repository_catalogue_repeats_this_module_s() {
+        let module: String = include_str!("problem.rs")
+            .lines()
+            .skip_while(|line| !line.starts_with("//! ### "))
+            .take_while(|line| line.starts_with("//!"))
+            .map(|line| line.strip_prefix("//! ").unwrap_or("").to_owned() + "\n")
+            .collect();
+        let page = include_str!("../../docs/problems.md");
+        assert!(
+            page.ends_with(&module),
+            "docs/problems.md must end with the catalogue of idem_core::problem, as written there"
+        );
     }
 
     #[test]

@@ -11,9 +11,13 @@
 //! ```
 
 use std::{
+    borrow::Cow,
     fmt,
     future::Future,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -21,6 +25,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     flow::pending::Pending,
+    problem::{Problem, ProblemKind},
     scope::{PrincipalExtension, ResolvePrincipal},
     store::{MemoryStore, Store, StoreError},
 };
@@ -46,6 +51,10 @@ struct Inner {
     background_stop: Mutex<CancellationToken>,
     /// Results whose completion the store has not taken yet.
     pending: Pending,
+    /// What the `type` URIs of the runtime's Problem Details start with, if not the default.
+    problem_type_base: Option<Arc<str>>,
+    /// Whether a request without a principal has been explained in the log yet.
+    missing_principal_explained: AtomicBool,
 }
 
 impl Idempotency {
@@ -163,6 +172,27 @@ impl Idempotency {
         &self.inner.pending
     }
 
+    /// A Problem of `kind`, whose `type` URI starts with the runtime's base.
+    pub(crate) fn problem(
+        &self,
+        kind: ProblemKind,
+        detail: impl Into<Cow<'static, str>>,
+    ) -> Problem {
+        let problem = Problem::new(kind, detail);
+        match &self.inner.problem_type_base {
+            Some(base) => problem.with_type_base(Arc::clone(base)),
+            None => problem,
+        }
+    }
+
+    /// Whether this is the first request without a principal this runtime has seen.
+    pub(crate) fn first_missing_principal(&self) -> bool {
+        !self
+            .inner
+            .missing_principal_explained
+            .swap(true, Ordering::Relaxed)
+    }
+
     /// The most time one store call may take.
     pub(crate) fn store_timeout(&self) -> Duration {
         self.inner.store_timeout
@@ -205,6 +235,7 @@ pub struct IdempotencyBuilder {
     resolver: Box<dyn ResolvePrincipal>,
     store_timeout: Duration,
     shutdown_timeout: Duration,
+    problem_type_base: Option<Arc<str>>,
 }
 
 impl IdempotencyBuilder {
@@ -214,6 +245,7 @@ impl IdempotencyBuilder {
             resolver: Box::new(PrincipalExtension),
             store_timeout: Idempotency::DEFAULT_STORE_TIMEOUT,
             shutdown_timeout: Idempotency::DEFAULT_SHUTDOWN_TIMEOUT,
+            problem_type_base: None,
         }
     }
 
@@ -238,6 +270,25 @@ impl IdempotencyBuilder {
         self
     }
 
+    /// Where the `type` URIs of the runtime's Problem Details point: `base` followed by each
+    /// kind's slug (`https://api.example.com/problems#key-reused` for the base
+    /// `https://api.example.com/problems#`). By default they point at idem's problem catalogue
+    /// ([`problem::DEFAULT_TYPE_BASE`](crate::problem::DEFAULT_TYPE_BASE)); a service whose
+    /// clients read its own API documentation points them there.
+    ///
+    /// ```
+    /// use idem_core::{Idempotency, MemoryStore};
+    ///
+    /// let idem = Idempotency::builder(MemoryStore::default())
+    ///     .problem_type_base("https://api.example.com/problems#")
+    ///     .build();
+    /// # drop(idem);
+    /// ```
+    pub fn problem_type_base(mut self, base: impl Into<Arc<str>>) -> Self {
+        self.problem_type_base = Some(base.into());
+        self
+    }
+
     /// Builds the runtime.
     pub fn build(self) -> Idempotency {
         Idempotency {
@@ -250,6 +301,8 @@ impl IdempotencyBuilder {
                 background: TaskTracker::new(),
                 background_stop: Mutex::default(),
                 pending: Pending::default(),
+                problem_type_base: self.problem_type_base,
+                missing_principal_explained: AtomicBool::new(false),
             }),
         }
     }

@@ -139,7 +139,10 @@ impl ResolvePrincipal for PrincipalExtension {
 /// The route a request matched: axum's route template (`/payments/{id}`) when the router
 /// has set it, or else the request path.
 pub fn route_of(parts: &Parts) -> &str {
-    route(&parts.extensions, &parts.uri)
+    match parts.extensions.get::<MatchedPath>() {
+        Some(matched) => matched.as_str(),
+        None => parts.uri.path(),
+    }
 }
 
 /// The route of a request, kept for logs and metrics while it runs. Cheap to clone: axum's
@@ -163,14 +166,6 @@ impl Route {
             Self::Matched(matched) => matched.as_str(),
             Self::Path(path) => path,
         }
-    }
-}
-
-/// [`route_of`] for a request that is not split into parts.
-pub(crate) fn route<'a>(extensions: &'a Extensions, uri: &'a Uri) -> &'a str {
-    match extensions.get::<MatchedPath>() {
-        Some(matched) => matched.as_str(),
-        None => uri.path(),
     }
 }
 

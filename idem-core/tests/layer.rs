@@ -929,7 +929,7 @@ async fn a_store_that_is_down_runs_the_handler_when_the_policy_says_so() {
     let counter = Counter::default();
     let app = app(
         &Idempotency::new(Unreachable),
-        global().on_store_error(OnStoreError::Run),
+        global().on_store_error(OnStoreError::RunWithoutRecord),
         &counter,
     );
     for _ in 0..2 {
@@ -969,4 +969,28 @@ async fn a_claim_whose_answer_was_lost_does_not_block_its_key() {
 fn an_impossible_policy_is_refused_when_the_layer_is_built() {
     let policy = Policy::new().ttl(Duration::from_secs(30));
     let _ = IdempotencyLayer::new(Idempotency::default(), policy);
+}
+
+#[tokio::test]
+async fn problem_type_uris_follow_the_runtime_s_base() {
+    let counter = Counter::default();
+    let idem = Idempotency::builder(MemoryStore::default())
+        .problem_type_base("https://api.example.com/problems#")
+        .build();
+    let app = app(&idem, global(), &counter);
+    let (status, _, body) = send(&app, request(None, BODY)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["type"], "https://api.example.com/problems#key-missing");
+
+    let (_, _, default) = send(
+        &self::app(&Idempotency::default(), global(), &counter),
+        request(None, BODY),
+    )
+    .await;
+    let default: Value = serde_json::from_slice(&default).unwrap();
+    assert_eq!(
+        default["type"],
+        "https://github.com/idem-rs/idem/blob/main/docs/problems.md#key-missing"
+    );
 }

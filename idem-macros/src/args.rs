@@ -97,7 +97,7 @@ pub(crate) const ARGUMENTS: [Argument; 9] = [
         name: "on_store_error",
         kind: Kind::Text(Text::Choice {
             enum_name: "OnStoreError",
-            values: &[("fail", "Fail"), ("run", "Run")],
+            values: &[("fail", "Fail"), ("run", "RunWithoutRecord")],
         }),
         default: r#""fail""#,
         example: r#"on_store_error = "run""#,

@@ -93,7 +93,7 @@ fn every_argument_reaches_the_policy() {
         .on_conflict(OnConflict::Wait(Duration::from_secs(2)))
         .store_server_errors(true)
         .fingerprint(FingerprintMode::Raw)
-        .on_store_error(OnStoreError::Run)
+        .on_store_error(OnStoreError::RunWithoutRecord)
         .key_syntax(KeySyntax::Strict);
     assert_eq!(every_argument.policy(), expected);
     assert_eq!(every_argument.policy().validate(), Ok(()));

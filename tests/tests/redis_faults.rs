@@ -52,7 +52,7 @@ async fn service(url: &str, executions: Arc<AtomicUsize>) -> SocketAddr {
         .store_timeout(STORE_TIMEOUT)
         .build();
     let strict = Policy::new().scope(Scope::Global);
-    let lenient = strict.on_store_error(OnStoreError::Run);
+    let lenient = strict.on_store_error(OnStoreError::RunWithoutRecord);
     let tips = Router::new()
         .route("/tips", post(create))
         .layer(IdempotencyLayer::new(idem.clone(), lenient));

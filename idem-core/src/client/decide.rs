@@ -43,13 +43,15 @@ pub(crate) fn on_error(error: &reqwest::Error) -> Verdict {
     }
 }
 
-/// Whether a 422 says that the key was used for another request: idem's `key-reused` type, or
-/// the IETF draft's title. Any other 422 (a validation error, say) is an ordinary 4xx.
+/// Whether a 422 says that the key was used for another request: idem's `key-reused` type
+/// (under any base: a service may point its type URIs at its own documentation), or the IETF
+/// draft's title. Any other 422 (a validation error, say) is an ordinary 4xx.
 pub(crate) fn is_key_reused(status: StatusCode, problem: Option<&ProblemDetails>) -> bool {
     let kind = ProblemKind::KeyReused;
+    let slug = format!("#{}", kind.slug());
     status == kind.status()
         && problem.is_some_and(|problem| {
-            problem.type_uri() == kind.type_uri() || problem.title() == Some(kind.title())
+            problem.type_uri().ends_with(&slug) || problem.title() == Some(kind.title())
         })
 }
 

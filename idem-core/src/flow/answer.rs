@@ -1,17 +1,76 @@
 //! The answers the flow gives instead of the handler's response: one constructor per
-//! situation, so that each is worded once and says what actually happened.
+//! situation, so that each is worded once and says what actually happened. Each is a Problem
+//! of the runtime's ([`Idempotency::problem`]), whose `type` URI follows its configuration.
 
 use axum::response::{IntoResponse, Response};
 
 use crate::{
+    Idempotency,
     fingerprint::FingerprintAlgorithm,
+    key::KeyError,
+    observe::{self, Outcome},
     policy::Policy,
-    problem::{Problem, ProblemKind},
+    problem::ProblemKind,
+    scope::{Route, Scope},
 };
 
+/// A refusal before the store is asked: logged and counted as such.
+fn refuse(idem: &Idempotency, route: &Route, kind: ProblemKind, detail: String) -> Response {
+    observe::record(Outcome::Refused, route.as_str(), None, &kind.slug());
+    idem.problem(kind, detail).into_response()
+}
+
+/// 400: the operation requires a key.
+pub(crate) fn key_missing(idem: &Idempotency, route: &Route) -> Response {
+    let detail = "this operation requires an Idempotency-Key header: send a new unique value for \
+                  each operation, and the same value when you retry it";
+    refuse(idem, route, ProblemKind::KeyMissing, detail.to_owned())
+}
+
+/// 400: the key header is not a key.
+pub(crate) fn key_malformed(idem: &Idempotency, route: &Route, error: &KeyError) -> Response {
+    refuse(idem, route, ProblemKind::KeyMalformed, error.to_string())
+}
+
+/// 413: the body is over axum's `DefaultBodyLimit`.
+pub(crate) fn body_too_large(idem: &Idempotency, route: &Route) -> Response {
+    let detail = "the request body is larger than this endpoint accepts";
+    refuse(idem, route, ProblemKind::BodyTooLarge, detail.to_owned())
+}
+
+/// 400: the body could not be read to its end.
+pub(crate) fn body_unreadable(idem: &Idempotency, route: &Route, error: &axum::Error) -> Response {
+    let detail = format!("the request body could not be read: {error}");
+    refuse(idem, route, ProblemKind::BodyUnreadable, detail)
+}
+
+/// 401: the key is scoped to a principal and the request has none. The first time, the log
+/// also says how to give requests one: the usual cause is authentication that runs after the
+/// idempotency layer, or none at all.
+pub(crate) fn principal_missing(idem: &Idempotency, scope: &Scope, route: &Route) -> Response {
+    if idem.first_missing_principal() {
+        tracing::warn!(
+            route = route.as_str(),
+            scope = scope.name(),
+            "idempotency: a request had no principal for its key's scope and was answered 401. \
+             For scope `user`, the application's authentication must insert \
+             `idem_core::Principal` into the request's extensions before idempotency runs: as \
+             a middleware added with `Router::layer` after (outside) the IdempotencyLayer, or, \
+             with `#[idempotent]`, as an extractor argument of the handler. Custom scopes need \
+             a `ResolvePrincipal` on the runtime. (Logged once.)"
+        );
+    }
+    let detail = format!(
+        "this Idempotency-Key is scoped to a principal ({}) and the request has none: \
+         authenticate the request",
+        scope.name()
+    );
+    refuse(idem, route, ProblemKind::PrincipalMissing, detail)
+}
+
 /// 409: the first request with the key is still running.
-pub(crate) fn in_flight(policy: &Policy) -> Response {
-    Problem::new(
+pub(crate) fn in_flight(idem: &Idempotency, policy: &Policy) -> Response {
+    idem.problem(
         ProblemKind::RequestInFlight,
         "the first request with this Idempotency-Key is still being processed; retry after the \
          time in Retry-After to get its result",
@@ -22,8 +81,8 @@ pub(crate) fn in_flight(policy: &Policy) -> Response {
 
 /// 409: another request took the key over while this one ran, and this one's result was
 /// dropped (its transaction rolled back).
-pub(crate) fn taken_over(policy: &Policy) -> Response {
-    Problem::new(
+pub(crate) fn taken_over(idem: &Idempotency, policy: &Policy) -> Response {
+    idem.problem(
         ProblemKind::RequestInFlight,
         "another request with this Idempotency-Key took it over while this one ran, and this \
          one's changes were rolled back; retry after the time in Retry-After to get the other \
@@ -35,6 +94,7 @@ pub(crate) fn taken_over(policy: &Policy) -> Response {
 
 /// 422: the key was first used for another request.
 pub(crate) fn key_reused(
+    idem: &Idempotency,
     ours: FingerprintAlgorithm,
     stored: Option<FingerprintAlgorithm>,
 ) -> Response {
@@ -56,12 +116,12 @@ pub(crate) fn key_reused(
                  fingerprinted in a way it no longer knows, so it cannot be matched; use a new key"
             .to_owned(),
     };
-    Problem::new(ProblemKind::KeyReused, detail).into_response()
+    idem.problem(ProblemKind::KeyReused, detail).into_response()
 }
 
 /// 503: the store did not answer the claim, so the handler did not run.
-pub(crate) fn claim_failed(policy: &Policy) -> Response {
-    Problem::new(
+pub(crate) fn claim_failed(idem: &Idempotency, policy: &Policy) -> Response {
+    idem.problem(
         ProblemKind::StoreUnavailable,
         "the idempotency store could not be reached, so the request was not run; retry with the \
          same Idempotency-Key after the time in Retry-After",
@@ -71,8 +131,12 @@ pub(crate) fn claim_failed(policy: &Policy) -> Response {
 }
 
 /// 503 with a detail of the caller's.
-pub(crate) fn store_unavailable(policy: &Policy, detail: &'static str) -> Response {
-    Problem::new(ProblemKind::StoreUnavailable, detail)
+pub(crate) fn store_unavailable(
+    idem: &Idempotency,
+    policy: &Policy,
+    detail: &'static str,
+) -> Response {
+    idem.problem(ProblemKind::StoreUnavailable, detail)
         .with_retry_after(policy.retry_after)
         .into_response()
 }
@@ -92,7 +156,12 @@ pub(crate) enum Released {
 }
 
 /// 500: the handler failed (`why`), and what became of its key.
-pub(crate) fn handler_failed(policy: &Policy, why: &str, released: Released) -> Response {
+pub(crate) fn handler_failed(
+    idem: &Idempotency,
+    policy: &Policy,
+    why: &str,
+    released: Released,
+) -> Response {
     let (key, retry_after) = match released {
         Released::Now => (
             "the Idempotency-Key was released, so retrying it runs the request again",
@@ -115,7 +184,7 @@ pub(crate) fn handler_failed(policy: &Policy, why: &str, released: Released) -> 
             true,
         ),
     };
-    let problem = Problem::new(
+    let problem = idem.problem(
         ProblemKind::HandlerFailed,
         format!("the request failed unexpectedly ({why}); {key}"),
     );

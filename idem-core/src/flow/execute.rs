@@ -34,7 +34,7 @@ use axum::response::Response;
 use futures_util::FutureExt;
 
 /// A claimed key and what the runtime needs to finish its request.
-pub(super) struct Run {
+pub(super) struct Execution {
     pub(super) idem: Idempotency,
     pub(super) policy: Policy,
     pub(super) key: StoreKey,
@@ -58,18 +58,18 @@ enum Finished {
     BodyFailed,
 }
 
-impl Run {
+impl Execution {
     /// Runs `handler` to the end and answers with its response. If this future is dropped
     /// (the client went away), the run carries on and stores the result.
-    pub(super) fn run(
+    pub(super) fn start(
         self,
         handler: impl Future<Output = Response> + Send + 'static,
     ) -> impl Future<Output = Response> + Send + 'static {
         let tasks = self.idem.tasks().clone();
-        Detachable::new(self.drive(handler), &tasks)
+        Detachable::new(self.execute(handler), &tasks)
     }
 
-    async fn drive(self, handler: impl Future<Output = Response> + Send + 'static) -> Response {
+    async fn execute(self, handler: impl Future<Output = Response> + Send + 'static) -> Response {
         let policy = self.policy;
         let work = AssertUnwindSafe(async move {
             let response = handler.await;
@@ -131,7 +131,7 @@ impl Run {
     pub(super) async fn fail(&self, outcome: Outcome, why: &str) -> Response {
         self.record(outcome, &format_args!("the handler failed: {why}"));
         let released = self.release("released after a failure").await;
-        answer::handler_failed(&self.policy, why, released)
+        answer::handler_failed(&self.idem, &self.policy, why, released)
     }
 
     /// Renews the lease every third of it, for as long as it is polled. Never returns.
@@ -240,7 +240,7 @@ impl Run {
                     Outcome::Fenced,
                     &"another request took the key over; the handler's transaction was rolled back",
                 );
-                answer::taken_over(&self.policy)
+                answer::taken_over(&self.idem, &self.policy)
             }
             Err(StoreError::RolledBack(why)) => {
                 // Nothing committed, the record is still in flight under our token: release
@@ -256,6 +256,7 @@ impl Run {
                     .release("released after its transaction rolled back")
                     .await;
                 answer::store_unavailable(
+                    &self.idem,
                     &self.policy,
                     match released {
                         Released::Now => {
@@ -295,6 +296,7 @@ impl Run {
                     self.route.clone(),
                 );
                 answer::store_unavailable(
+                    &self.idem,
                     &self.policy,
                     "the request ran, but whether its result was committed is unknown: retry \
                      with the same Idempotency-Key after the time in Retry-After; the retry gets \
@@ -364,5 +366,49 @@ impl Run {
 
     pub(super) fn record_error(&self, outcome: Outcome, what: &str, error: &StoreError) {
         observe::record_error(outcome, self.route.as_str(), Some(&self.key), what, error);
+    }
+}
+
+/// Runs a handler without a record: there is no key, or the store failed and the policy says
+/// to run anyway. A transaction the handler opened commits when its response would have been
+/// stored, and rolls back otherwise, as on the recorded path.
+pub(super) async fn without_record(
+    policy: &Policy,
+    route: &Route,
+    context: IdempotencyContext,
+    handler: impl Future<Output = Response>,
+) -> Response {
+    observe::record(
+        Outcome::Unrecorded,
+        route.as_str(),
+        None,
+        &"ran without an idempotency record",
+    );
+    let response = handler.await;
+    let Some(transaction) = context.take_transaction().await else {
+        return response;
+    };
+    let idem = context.runtime();
+    let ended = if counts_as_result(policy, &response) {
+        idem.call_store(transaction.commit()).await
+    } else {
+        idem.call_store(transaction.rollback()).await
+    };
+    match ended {
+        Ok(()) => response,
+        Err(error) => {
+            observe::record_error(
+                Outcome::StoreError,
+                route.as_str(),
+                None,
+                "the transaction of a request without a record could not be ended",
+                &error,
+            );
+            answer::store_unavailable(
+                idem,
+                policy,
+                "the transaction of this request could not be committed",
+            )
+        }
     }
 }

@@ -26,7 +26,7 @@ use http_body::Frame;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-use super::execute::Run;
+use super::execute::Execution;
 use crate::{
     observe::Outcome,
     replay::{
@@ -38,7 +38,7 @@ use crate::{
 /// How many frames may wait for a slow caller before the task waits too.
 const IN_TRANSIT: usize = 16;
 
-impl Run {
+impl Execution {
     /// Answers with the head of `unfinished` at once; a task streams and captures the rest.
     pub(super) fn stream(self, unfinished: Unfinished) -> Response {
         let Unfinished { parts, read, rest } = unfinished;

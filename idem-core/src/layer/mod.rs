@@ -27,6 +27,50 @@
 //! Unlike `#[idempotent]`, the layer cannot tell a handler's extractor rejection (bad JSON)
 //! from the handler's own answer: both are stored. Mark responses that must not be stored
 //! with [`NoStore`](crate::NoStore).
+//!
+//! # What a replay checks: authentication goes outside the layer
+//!
+//! A replay is answered by the layer without calling what is inside it: the route's
+//! extractors, the handler, and any middleware added with `route_layer` or a `layer` call made
+//! before this one. So every check that guards the operation (authentication,
+//! authorization, a webhook's signature over its body) must be a middleware outside this
+//! layer, which in axum means a `.layer(..)` call after this one: it then runs for a first
+//! request and for every replay alike, and a request it refuses never reaches the store.
+//! With `scope = user` it is also what inserts the [`Principal`](crate::Principal) the layer
+//! scopes keys by; without one, every keyed request is answered 401 `principal-missing`, and
+//! the first is explained in the log.
+//!
+//! ```
+//! use axum::{Router, extract::Request, http::StatusCode, middleware::{self, Next},
+//!     response::{IntoResponse, Response}, routing::post};
+//! use idem_core::{Idempotency, IdempotencyLayer, Policy, Principal};
+//!
+//! async fn authenticate(mut request: Request, next: Next) -> Response {
+//!     let user = request.headers().get("authorization")
+//!         .and_then(|value| value.to_str().ok())
+//!         .and_then(|value| value.strip_prefix("Bearer "))
+//!         .map(str::to_owned);
+//!     let Some(user) = user else {
+//!         return StatusCode::UNAUTHORIZED.into_response();
+//!     };
+//!     request.extensions_mut().insert(Principal::new(user));
+//!     next.run(request).await
+//! }
+//!
+//! # async fn create_payment() -> StatusCode { StatusCode::CREATED }
+//! let app: Router = Router::new()
+//!     .route("/payments", post(create_payment))
+//!     .layer(IdempotencyLayer::new(Idempotency::default(), Policy::new()))
+//!     // Added after, so it runs before: for first requests and replays alike.
+//!     .layer(middleware::from_fn(authenticate));
+//! # drop(app);
+//! ```
+//!
+//! A check over the body (an HMAC of a webhook) reads the body in that outer middleware and
+//! puts it back for the layer (`axum::body::to_bytes`, then `Request::from_parts` with
+//! `Body::from(bytes)`); `tests/tests/layer_guards.rs` in the repository does exactly that.
+//! With `#[idempotent]` the same check is simply the handler's body extractor, which the
+//! attribute runs before every replay.
 
 mod service;
 

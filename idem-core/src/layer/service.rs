@@ -14,12 +14,11 @@ use axum::{
 };
 use tower_service::Service;
 
+use bytes::Bytes;
+use http::request::Parts;
+
 use super::IdempotencyLayer;
-use crate::{
-    context::IdempotencyContext,
-    flow::{self, Admission},
-    scope::Route,
-};
+use crate::flow::{self, Endpoint};
 
 /// The future of an [`IdempotencyService`].
 pub type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -51,63 +50,69 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request) -> Self::Future {
-        if !self.layer.methods.contains(request.method()) {
-            let response = self.inner.call(request);
-            return Box::pin(async move { Ok(response.await?.into_response()) });
-        }
+    fn call(&mut self, request: Request) -> Self::Future {
         // The clone that was polled ready serves this request; the fresh clone waits for the
         // next `poll_ready` (tower's documented pattern).
         let fresh = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, fresh);
-        let IdempotencyLayer { idem, policy, .. } = self.layer.clone();
-        Box::pin(async move {
-            let context = IdempotencyContext::new(&idem);
-            request.extensions_mut().insert(context.clone());
-            let keyed = match flow::admit(&policy, request).await {
-                Ok(Admission::Keyed(keyed)) => keyed,
-                Ok(Admission::Unkeyed(request)) => {
-                    let route = Route::of(request.extensions(), request.uri());
-                    let handler = call(inner, request);
-                    return Ok(
-                        flow::run_unrecorded(&policy, route.as_str(), context, handler).await,
-                    );
-                }
-                Err(refusal) => return Ok(refusal),
-            };
-            let store_key = match flow::store_key(&idem, &policy, &keyed.parts, &keyed.key) {
-                Ok(store_key) => store_key,
-                Err(refusal) => return Ok(refusal),
-            };
-            let route = Route::of(&keyed.parts.extensions, &keyed.parts.uri);
-            let request = Request::from_parts(keyed.parts, Body::from(keyed.body));
-            let handler = move || call(inner, request);
-            Ok(flow::run(
-                &idem,
-                &policy,
-                store_key,
-                &keyed.fingerprint,
-                route,
-                context,
-                handler,
-            )
-            .await)
-        })
+        let inner = Inner(std::mem::replace(&mut self.inner, fresh));
+        if !self.layer.methods.contains(request.method()) {
+            return Box::pin(async move { Ok(inner.call(request).await) });
+        }
+        let (idem, policy) = (self.layer.idem.clone(), self.layer.policy);
+        Box::pin(async move { Ok(flow::handle(&idem, &policy, request, inner).await) })
     }
 }
 
-/// Calls the inner service, which `poll_ready` has made ready.
-fn call<S, R>(mut inner: S, request: Request) -> impl Future<Output = Response> + Send + 'static
+/// The wrapped service, ready: the layer's [`Endpoint`]. Its extractors and middleware run
+/// only when the handler does, so the layer has no checks of its own before the claim; the
+/// application's authentication goes outside the layer (see the [module docs](super)).
+struct Inner<S>(S);
+
+impl<S, R> Inner<S>
 where
     S: Service<Request, Response = R, Error = Infallible>,
     S::Future: Send + 'static,
     R: IntoResponse + 'static,
 {
-    let response = inner.call(request);
-    async move {
-        match response.await {
-            Ok(response) => response.into_response(),
-            Err(never) => match never {},
+    /// Calls the inner service, which `poll_ready` has made ready.
+    fn call(mut self, request: Request) -> impl Future<Output = Response> + Send + 'static {
+        let response = self.0.call(request);
+        async move {
+            match response.await {
+                Ok(response) => response.into_response(),
+                Err(never) => match never {},
+            }
         }
+    }
+}
+
+impl<S, R> Endpoint for Inner<S>
+where
+    S: Service<Request, Response = R, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+    R: IntoResponse + 'static,
+{
+    type Head = ();
+    type Prepared = Request;
+
+    fn head(&self, _: &mut Parts) -> impl Future<Output = Result<(), Response>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    fn prepare(
+        &self,
+        (): (),
+        parts: Parts,
+        body: Bytes,
+    ) -> impl Future<Output = Result<Request, Response>> + Send {
+        std::future::ready(Ok(Request::from_parts(parts, Body::from(body))))
+    }
+
+    fn call(self, request: Request) -> impl Future<Output = Response> + Send + 'static {
+        Inner::call(self, request)
+    }
+
+    fn call_without_key(self, request: Request) -> impl Future<Output = Response> + Send + 'static {
+        Inner::call(self, request)
     }
 }

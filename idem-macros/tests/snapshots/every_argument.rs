@@ -59,7 +59,7 @@ pub(crate) const create_transfer: ::idem_core::__private::Idempotent<
             )
             .store_server_errors(true)
             .fingerprint(::idem_core::__private::FingerprintMode::Raw)
-            .on_store_error(::idem_core::__private::OnStoreError::Run)
+            .on_store_error(::idem_core::__private::OnStoreError::RunWithoutRecord)
             .key_syntax(::idem_core::__private::KeySyntax::Strict),
         |__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3| ::idem_core::__private::boxed_response(
             create_transfer(__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3),

@@ -1,0 +1,110 @@
+//! The checks that need no store: the key, the bounded body, the fingerprint, and then the
+//! principal and the store key made from it.
+
+use axum::{RequestExt, extract::Request, response::Response};
+use bytes::Bytes;
+use http::request::Parts;
+use http_body_util::LengthLimitError;
+
+use super::answer;
+use crate::{
+    Idempotency,
+    fingerprint::Fingerprint,
+    key::IdempotencyKey,
+    policy::Policy,
+    scope::{Route, StoreKey},
+};
+
+/// A request that passed the checks that need no store.
+pub(super) enum Admission {
+    /// It has no key and the policy lets it run without one.
+    WithoutKey(Request),
+    /// It has a key, and its body is buffered and fingerprinted.
+    Keyed(Keyed),
+}
+
+/// A keyed request, ready for its principal to be resolved.
+pub(super) struct Keyed {
+    pub(super) parts: Parts,
+    pub(super) body: Bytes,
+    pub(super) key: IdempotencyKey,
+    pub(super) fingerprint: Fingerprint,
+}
+
+/// The key, the bounded body and the fingerprint, or the Problem that refuses them.
+pub(super) async fn admit(
+    idem: &Idempotency,
+    policy: &Policy,
+    request: Request,
+    route: &Route,
+) -> Result<Admission, Response> {
+    let key = match IdempotencyKey::from_headers(request.headers(), policy.key_syntax) {
+        Ok(Some(key)) => key,
+        Ok(None) if !policy.required => return Ok(Admission::WithoutKey(request)),
+        Ok(None) => return Err(answer::key_missing(idem, route)),
+        Err(error) => return Err(answer::key_malformed(idem, route, &error)),
+    };
+    // The body limit is axum's `DefaultBodyLimit`, read the way axum's own extractors do.
+    let (parts, body) = request.with_limited_body().into_parts();
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(body) => body,
+        Err(error) if is_length_limit(&error) => return Err(answer::body_too_large(idem, route)),
+        Err(error) => return Err(answer::body_unreadable(idem, route, &error)),
+    };
+    // The concrete target, not the route template: a key reused for another resource is a
+    // different request (see the fingerprint module docs).
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |target| target.as_str());
+    let fingerprint = Fingerprint::compute(
+        &parts.method,
+        target,
+        &parts.headers,
+        &body,
+        policy.fingerprint,
+    );
+    Ok(Admission::Keyed(Keyed {
+        parts,
+        body,
+        key,
+        fingerprint,
+    }))
+}
+
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = source {
+        if error.is::<LengthLimitError>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
+/// The principal of the request and the store key made from it, or 401.
+pub(super) fn store_key(
+    idem: &Idempotency,
+    policy: &Policy,
+    parts: &Parts,
+    key: &IdempotencyKey,
+    route: &Route,
+) -> Result<StoreKey, Response> {
+    let scope = &policy.scope;
+    let principal = if scope.needs_principal() {
+        match idem.resolver().resolve(scope, parts) {
+            Some(principal) => Some(principal),
+            None => return Err(answer::principal_missing(idem, scope, route)),
+        }
+    } else {
+        None
+    };
+    Ok(StoreKey::new(
+        scope,
+        principal.as_ref(),
+        &parts.method,
+        route.as_str(),
+        key,
+    ))
+}

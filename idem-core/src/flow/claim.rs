@@ -1,0 +1,243 @@
+//! The claim: one atomic store call that gives the key to this request, or answers with the
+//! record that is already there (a replay, 409, 422).
+
+use std::time::Duration;
+
+use axum::response::Response;
+use tokio::time::Instant;
+
+use super::{answer, background, pending::PendingAnswer};
+use crate::{
+    Idempotency,
+    fingerprint::{Fingerprint, FingerprintAlgorithm},
+    observe::{self, Outcome},
+    policy::{OnConflict, OnStoreError, Policy},
+    scope::{Route, StoreKey},
+    store::{Claim, ClaimOutcome, LeaseToken},
+};
+
+/// What the claim decided.
+pub(super) enum Claimed {
+    /// The key is this request's under this token: run the handler.
+    Yes(LeaseToken),
+    /// A replay or a refusal.
+    Answer(Response),
+    /// The store failed and the policy says to run the handler without a record.
+    WithoutRecord,
+}
+
+/// How long a waiting request sleeps between claims, at first and at most.
+const FIRST_PAUSE: Duration = Duration::from_millis(5);
+const LONGEST_PAUSE: Duration = Duration::from_millis(100);
+
+/// Claims `key` for a request with `fingerprint`. With `OnConflict::Wait`, a key in flight is
+/// claimed again, with a growing pause, until it is free or completed or the wait is over.
+pub(super) async fn claim(
+    idem: &Idempotency,
+    policy: &Policy,
+    key: &StoreKey,
+    fingerprint: &Fingerprint,
+    route: &Route,
+) -> Claimed {
+    if let Some(answer) = from_this_process(idem, key, fingerprint, route) {
+        return Claimed::Answer(answer);
+    }
+    let deadline = match policy.on_conflict {
+        OnConflict::Reject => None,
+        OnConflict::Wait(wait) => Some(Instant::now() + wait),
+    };
+    let mut pause = FIRST_PAUSE;
+    loop {
+        // A waiting request claims again rather than only looking: if the first request
+        // released its key or its lease lapsed meanwhile, this one takes over at once.
+        match claim_once(idem, policy, key, fingerprint, route).await {
+            Attempt::Decided(claimed) => return claimed,
+            Attempt::InFlight => {
+                let now = Instant::now();
+                match deadline {
+                    Some(deadline) if now < deadline => {
+                        tokio::time::sleep(pause.min(deadline - now)).await;
+                        pause = (pause * 2).min(LONGEST_PAUSE);
+                    }
+                    _ => {
+                        record(
+                            route,
+                            key,
+                            Outcome::Conflict,
+                            &"the first request is in flight",
+                        );
+                        return Claimed::Answer(answer::in_flight(idem, policy));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The answer of a result of this process that the store has not taken yet: the store still
+/// shows its key in flight, and the process knows better.
+fn from_this_process(
+    idem: &Idempotency,
+    key: &StoreKey,
+    fingerprint: &Fingerprint,
+    route: &Route,
+) -> Option<Response> {
+    match idem.pending().answer(key, fingerprint)? {
+        PendingAnswer::Replay(stored) => {
+            record(
+                route,
+                key,
+                Outcome::Replayed,
+                &"replayed from this process's copy; the store has not taken it yet",
+            );
+            Some(stored.into_replay())
+        }
+        PendingAnswer::Mismatch(stored) => Some(mismatch(
+            idem,
+            route,
+            key,
+            fingerprint,
+            Some(stored.algorithm()),
+        )),
+    }
+}
+
+enum Attempt {
+    Decided(Claimed),
+    InFlight,
+}
+
+/// One claim of the store.
+async fn claim_once(
+    idem: &Idempotency,
+    policy: &Policy,
+    key: &StoreKey,
+    fingerprint: &Fingerprint,
+    route: &Route,
+) -> Attempt {
+    let claim = Claim {
+        key,
+        fingerprint,
+        token: LeaseToken::random(),
+        lease: policy.lease,
+        ttl: policy.ttl,
+    };
+    let unanswered = UnansweredClaim::new(idem, &claim, route);
+    let outcome = match idem.call_store(idem.store().claim(claim)).await {
+        Ok(outcome) => {
+            unanswered.answered();
+            outcome
+        }
+        Err(error) => {
+            // Timed out or failed on the way: the claim may have landed under a token nobody
+            // holds. Dropping the guard releases under it, which frees the key as soon as the
+            // store answers again if it did, and is harmless if not.
+            if error.outcome_unknown() {
+                drop(unanswered);
+            } else {
+                unanswered.answered();
+            }
+            observe::record_error(
+                Outcome::StoreError,
+                route.as_str(),
+                Some(key),
+                "the claim failed",
+                &error,
+            );
+            return Attempt::Decided(match policy.on_store_error {
+                OnStoreError::Fail => Claimed::Answer(answer::claim_failed(idem, policy)),
+                OnStoreError::RunWithoutRecord => Claimed::WithoutRecord,
+            });
+        }
+    };
+    Attempt::Decided(match outcome {
+        ClaimOutcome::Claimed => {
+            record(route, key, Outcome::Claimed, &"running the handler");
+            Claimed::Yes(claim.token)
+        }
+        ClaimOutcome::Completed(stored) => {
+            record(route, key, Outcome::Replayed, &stored.status());
+            Claimed::Answer(stored.into_replay())
+        }
+        ClaimOutcome::Mismatch { stored_algorithm } => {
+            Claimed::Answer(mismatch(idem, route, key, fingerprint, stored_algorithm))
+        }
+        ClaimOutcome::InFlight => return Attempt::InFlight,
+    })
+}
+
+/// A claim sent to the store and not answered yet: its outcome is unknown until the store
+/// answers.
+///
+/// If the store's answer is lost (the call fails or times out, or the request is dropped
+/// while it waits, because its client disconnected), the claim may have landed under a token
+/// that nobody holds, blocking its key until the lease lapses. Dropping this guard before
+/// [`answered`](Self::answered) releases the key under that token in the background, retried
+/// until the store answers: that frees the key if the claim landed and is harmless if not.
+struct UnansweredClaim<'a> {
+    idem: &'a Idempotency,
+    key: StoreKey,
+    token: LeaseToken,
+    lifetime: Duration,
+    route: &'a Route,
+    armed: bool,
+}
+
+impl<'a> UnansweredClaim<'a> {
+    fn new(idem: &'a Idempotency, claim: &Claim<'_>, route: &'a Route) -> Self {
+        Self {
+            idem,
+            key: *claim.key,
+            token: claim.token,
+            lifetime: claim.in_flight_lifetime(),
+            route,
+            armed: true,
+        }
+    }
+
+    /// The store answered: the outcome is known.
+    fn answered(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for UnansweredClaim<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            background::release_unanswered_claim(
+                self.idem,
+                self.key,
+                self.token,
+                self.lifetime,
+                self.route.clone(),
+            );
+        }
+    }
+}
+
+/// 422, logged with what differs.
+fn mismatch(
+    idem: &Idempotency,
+    route: &Route,
+    key: &StoreKey,
+    fingerprint: &Fingerprint,
+    stored: Option<FingerprintAlgorithm>,
+) -> Response {
+    let ours = fingerprint.algorithm();
+    let detail = match stored {
+        Some(stored) if stored == ours => "the request differs from the first one".to_owned(),
+        Some(stored) => format!(
+            "the request differs from the first one: fingerprinted {ours}, the first {stored}"
+        ),
+        None => format!(
+            "the request cannot be matched to the first one, whose fingerprint algorithm this \
+             build does not know (this one: {ours})"
+        ),
+    };
+    record(route, key, Outcome::Mismatch, &detail);
+    answer::key_reused(idem, ours, stored)
+}
+
+fn record(route: &Route, key: &StoreKey, outcome: Outcome, detail: &dyn std::fmt::Display) {
+    observe::record(outcome, route.as_str(), Some(key), detail);
+}
