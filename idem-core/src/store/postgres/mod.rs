@@ -342,7 +342,7 @@ impl Store for PostgresStore {
         let done = self
             .inner
             .statements
-            .complete(key, token, response, ttl)
+            .complete(key, token, response, ttl)?
             .execute(&self.inner.pool)
             .await
             .map_err(|e| self.error(e))?;

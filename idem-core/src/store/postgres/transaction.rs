@@ -84,10 +84,16 @@ impl StoreTransaction for PostgresTransaction {
             pool,
             statements,
         } = *self;
-        let completed = statements
-            .complete(key, token, response, ttl)
-            .execute(&mut *transaction)
-            .await;
+        let completion = match statements.complete(key, token, response, ttl) {
+            Ok(completion) => completion,
+            Err(unencodable) => {
+                // Nothing of the operation may outlive a record that was never written. A
+                // failed rollback ends the connection, which rolls back as well.
+                let _ = transaction.rollback().await;
+                return Err(unencodable);
+            }
+        };
+        let completed = completion.execute(&mut *transaction).await;
         match completed {
             Ok(done) if done.rows_affected() == 1 => transaction.commit().await.map_err(|e| {
                 if refused_commit(&e) {
@@ -109,7 +115,7 @@ impl StoreTransaction for PostgresTransaction {
                 // record is completed on its own, fenced as ever.
                 transaction.rollback().await.map_err(|e| error(&pool, e))?;
                 let done = statements
-                    .complete(key, token, response, ttl)
+                    .complete(key, token, response, ttl)?
                     .execute(&pool)
                     .await
                     .map_err(|e| error(&pool, e))?;

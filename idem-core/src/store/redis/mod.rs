@@ -548,10 +548,11 @@ where
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
+        let encoded = response.encode().map_err(StoreError::Unencodable)?;
         let mut invocation = SCRIPTS.complete.key(self.redis_key(key));
         invocation
             .arg(token_hex(token))
-            .arg(response.encode())
+            .arg(encoded)
             .arg(millis(ttl));
         self.run(invocation).await?.into_write_result()
     }
