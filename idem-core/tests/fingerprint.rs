@@ -184,10 +184,37 @@ fn nesting_beyond_serde_json_limit_is_hashed_as_bytes() {
 }
 
 #[test]
-fn duplicate_names_keep_the_last_value() {
-    // What serde_json does, and so what a handler reading the body as a `Value` sees.
-    assert_eq!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":2}"#));
-    assert_ne!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":1}"#));
+fn repeated_member_names_are_hashed_as_bytes() {
+    // A `Value` keeps the last value, so this body would otherwise replay the record of
+    // `{"amount":9800}`, which a stricter handler than serde_json's would not have refused.
+    for (repeated, clean) in [
+        (
+            r#"{"amount":1,"amount":9800,"currency":"EUR"}"#,
+            r#"{"amount":9800,"currency":"EUR"}"#,
+        ),
+        (r#"{"a":1,"\u0061":2}"#, r#"{"a":2}"#),
+        (
+            r#"{"order":{"lines":[{"sku":"A","sku":"B"}]}}"#,
+            r#"{"order":{"lines":[{"sku":"B"}]}}"#,
+        ),
+    ] {
+        let fingerprint = json(repeated);
+        assert_eq!(
+            fingerprint.algorithm(),
+            FingerprintAlgorithm::RawSha256V1,
+            "{repeated}"
+        );
+        assert_eq!(
+            fingerprint,
+            post(None, repeated, FingerprintMode::Raw),
+            "{repeated}"
+        );
+        assert_ne!(fingerprint, json(clean), "{repeated}");
+        assert_eq!(json(clean).algorithm(), FingerprintAlgorithm::JcsSha256V1);
+    }
+    // As bytes, only the same bytes match: not even a reordering of the same text.
+    assert_ne!(json(r#"{"a":1,"a":2}"#), json(r#"{ "a":1, "a":2 }"#));
+    assert_eq!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":1,"a":2}"#));
 }
 
 #[test]
@@ -548,6 +575,42 @@ proptest! {
         write_respelled(&value, seed, &mut respelled);
         for body in [serde_json::to_vec(&value).unwrap(), respelled.into_bytes()] {
             prop_assert_eq!(*json(&body).digest(), expected);
+        }
+    }
+
+    /// A body that repeats a member name, anywhere, never shares a fingerprint with one that
+    /// does not: neither with the object that keeps the first value, nor with the one that keeps
+    /// the last.
+    #[test]
+    fn a_repeated_name_never_shares_a_fingerprint(
+        value in common::json_value(),
+        name in ".{0,6}",
+        (first, second) in (common::json_value(), common::json_value()),
+        depth in 0usize..4,
+    ) {
+        let member = |value: &Value| serde_json::to_string(&serde_json::json!({ name.clone(): value })).unwrap();
+        let repeats = format!(
+            "{{{},{}}}",
+            &member(&first)[1..member(&first).len() - 1],
+            &member(&second)[1..member(&second).len() - 1],
+        );
+        let nest = |inner: &str| {
+            let mut text = inner.to_owned();
+            for level in 0..depth {
+                text = if level % 2 == 0 {
+                    format!("[{value},{text}]")
+                } else {
+                    format!("{{\"z\":{value},\"k\":{text}}}")
+                };
+            }
+            text
+        };
+        let body = nest(&repeats);
+        prop_assert_eq!(common::repeats_a_name(body.as_bytes()), Some(true));
+        let fingerprint = json(&body);
+        prop_assert_eq!(fingerprint.algorithm(), FingerprintAlgorithm::RawSha256V1);
+        for clean in [nest(&member(&first)), nest(&member(&second))] {
+            prop_assert_ne!(fingerprint, json(&clean), "{} against {}", body, clean);
         }
     }
 

@@ -46,9 +46,10 @@
 //!
 //! In [`FingerprintMode::Json`] a body is canonicalized when its `Content-Type` is
 //! `application/json` or any `type/subtype+json` (`application/problem+json`), compared without
-//! regard to case and ignoring parameters such as `; charset=utf-8`, and the body parses as JSON.
-//! Anything else (another media type, no `Content-Type`, an empty body, a body that is not JSON)
-//! is hashed as bytes under [`FingerprintAlgorithm::RawSha256V1`], exactly as in
+//! regard to case and ignoring parameters such as `; charset=utf-8`, and the body parses as
+//! I-JSON: JSON whose objects never name a member twice. Anything else (another media type, no
+//! `Content-Type`, an empty body, a body that is not JSON, an object with a repeated member
+//! name) is hashed as bytes under [`FingerprintAlgorithm::RawSha256V1`], exactly as in
 //! [`FingerprintMode::Raw`]. A JSON body that fails to parse thus still gets a fingerprint and
 //! leaves the rejection to the handler.
 //!
@@ -76,8 +77,12 @@
 //! so the canonical text would not be RFC 8785's, and since cargo unifies features, a fingerprint
 //! would change the day another crate in the build turned the feature on.
 //!
-//! The input is whatever serde_json accepts into a `Value`, read as a `Value` reads it. A member
-//! name given twice keeps its last value (RFC 8785 asks for such input to be rejected). An object
+//! The input is whatever serde_json accepts into a `Value`, read as a `Value` reads it, except
+//! that an object naming a member twice (at any depth, `"a"` and `"\u0061"` being one name) has
+//! no canonical form. RFC 8785 takes I-JSON, which forbids such objects, and a `Value` would keep
+//! only the last value, so `{"amount":1,"amount":9800}` would share the fingerprint of
+//! `{"amount":9800}`, and a body that a stricter handler refuses, or reads as `1`, would replay
+//! the result of the clean one. Hashed as bytes, such a body matches only itself. An object
 //! whose first member is named `$serde_json::private::Number` or `$serde_json::private::RawValue`
 //! is read through a `Value` itself, because what a `Value` makes of it depends on serde_json
 //! features (`arbitrary_precision`, `raw_value`) that any crate in the build can turn on; no
