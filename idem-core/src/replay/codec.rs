@@ -21,7 +21,10 @@
 //! writing anything, so the runtime can answer such a response without storing it.
 //!
 //! Everything `encode` writes, `decode` reads back: it appends the headers in the order the
-//! map gave them, which rebuilds the map. A [`HeaderMap`] holds at most 24,576 distinct names
+//! map gave them (names in lowercase, the values of a name together), which rebuilds the map.
+//! And a record is the only one of its response: `decode` refuses what `encode` would not have
+//! written, a name in capitals or the values of one name apart, so whatever decodes encodes
+//! back to the same bytes. A [`HeaderMap`] holds at most 24,576 distinct names
 //! but any number of values under them, so a record of 65,535 values decodes too. `decode`
 //! never trusts a count or a length before the bytes behind it are there: it sizes the header
 //! map for no more headers than the remaining bytes could hold, adds headers with the fallible
@@ -180,10 +183,23 @@ pub(super) fn decode(bytes: &[u8]) -> Result<StoredResponse, DecodeError> {
     // sized for (it still grows to every name it can hold).
     let capacity = count.min(reader.0.len() / MIN_HEADER_LEN);
     let mut headers = HeaderMap::try_with_capacity(capacity).unwrap_or_default();
+    let mut previous: Option<HeaderName> = None;
     for _ in 0..count {
         let name_len = usize::from(reader.u16()?);
-        let name = HeaderName::from_bytes(reader.take(name_len)?)
+        let raw_name = reader.take(name_len)?;
+        let name = HeaderName::from_bytes(raw_name)
             .map_err(|_| DecodeError::Malformed("invalid header name"))?;
+        // `encode` writes names in lowercase, the values of one name together: anything else
+        // was not written by it, and would not encode back to the same bytes.
+        if name.as_str().as_bytes() != raw_name {
+            return Err(DecodeError::Malformed("header name not in lowercase"));
+        }
+        if previous.as_ref() != Some(&name) {
+            if headers.contains_key(&name) {
+                return Err(DecodeError::Malformed("header values of one name apart"));
+            }
+            previous = Some(name.clone());
+        }
         let value_len = usize::try_from(reader.u32()?)
             .map_err(|_| DecodeError::Malformed("header value length overflows"))?;
         let value = HeaderValue::from_bytes(reader.take(value_len)?)
@@ -458,7 +474,59 @@ mod tests {
         assert!(matches!(decode(&record), Err(DecodeError::Malformed(_))));
     }
 
+    #[test]
+    fn records_encode_would_not_write_are_malformed() {
+        let body = |record: &mut Vec<u8>| record.extend_from_slice(&0u64.to_be_bytes());
+        let mut apart = record_head(3);
+        push_header(&mut apart, "x-a", "1");
+        push_header(&mut apart, "x-b", "2");
+        push_header(&mut apart, "x-a", "3");
+        body(&mut apart);
+        assert_eq!(
+            decode(&apart),
+            Err(DecodeError::Malformed("header values of one name apart"))
+        );
+        let mut capitals = record_head(1);
+        push_header(&mut capitals, "X-A", "1");
+        body(&mut capitals);
+        assert_eq!(
+            decode(&capitals),
+            Err(DecodeError::Malformed("header name not in lowercase"))
+        );
+        let mut together = record_head(3);
+        push_header(&mut together, "x-a", "1");
+        push_header(&mut together, "x-a", "3");
+        push_header(&mut together, "x-b", "2");
+        body(&mut together);
+        let response = decode(&together).unwrap();
+        assert_eq!(encoded(&response), together);
+    }
+
     proptest! {
+        /// A record is the only one of its response: what decodes encodes to the same bytes.
+        #[test]
+        fn whatever_decodes_encodes_back_to_its_bytes(
+            headers in proptest::collection::vec(
+                (prop::sample::select(vec!["x-a", "x-b", "X-A", "content-type"]), "[ -~]{0,4}"),
+                0..5,
+            ),
+            omitted in any::<bool>(),
+            body in proptest::collection::vec(any::<u8>(), 0..8),
+        ) {
+            let mut record = record_head(headers.len() as u16);
+            record[1] = if omitted { BODY_OMITTED } else { BODY_KEPT };
+            for (name, value) in &headers {
+                push_header(&mut record, name, value);
+            }
+            if !omitted {
+                record.extend_from_slice(&(body.len() as u64).to_be_bytes());
+                record.extend_from_slice(&body);
+            }
+            if let Ok(response) = decode(&record) {
+                prop_assert_eq!(encoded(&response), record);
+            }
+        }
+
         #[test]
         fn any_response_round_trips(
             status in 100u16..1000,
