@@ -85,6 +85,12 @@
 //! LF, an epilogue, a boundary missing or given twice, a truncated body) is hashed as bytes, as
 //! before. A nested `multipart/mixed` part is compared as bytes, its own boundary included.
 //!
+//! The parts are hashed where they lie, without a copy; finding the boundary (memchr's
+//! substring search) is the extra cost. On the benchmark's forms (`cargo bench -p idem-core
+//! --bench idempotency -- fingerprint_form`, a JSON document as the one field), in three runs on
+//! two shared cores, reading by parts took 11–16 % longer than hashing as bytes at 64 KiB (9 to
+//! 14 µs more than 66–86 µs) and 0.35–0.85 µs longer at 1 KiB.
+//!
 //! # Canonical JSON
 //!
 //! [`canonicalize_json`] writes the RFC 8785 (JCS) form of a [`serde_json::Value`], and
