@@ -54,8 +54,9 @@
 //! described [below](#multipart-bodies). Anything else (another media type, no `Content-Type`,
 //! an empty body, a body that is not JSON, an object with a repeated member name, a multipart
 //! body in another form) is hashed as bytes under [`FingerprintAlgorithm::RawSha256V1`], exactly
-//! as in [`FingerprintMode::Raw`], and pays only for the look at `Content-Type`. A JSON body
-//! that fails to parse thus still gets a fingerprint and leaves the rejection to the handler.
+//! as in [`FingerprintMode::Raw`]; a body of another media type pays for nothing more than the
+//! look at `Content-Type`. A JSON body that fails to parse thus still gets a fingerprint and
+//! leaves the rejection to the handler.
 //!
 //! # Multipart bodies
 //!
@@ -122,7 +123,8 @@
 //! `{"amount":9800}`, and a body that a stricter handler refuses, or reads as `1`, would replay
 //! the result of the clean one. Hashed as bytes, such a body matches only itself. An object
 //! whose first member is named `$serde_json::private::Number` or `$serde_json::private::RawValue`
-//! is read through a `Value` itself, because what a `Value` makes of it depends on serde_json
+//! is read through a `Value` itself (after a first reading that refuses repeated names),
+//! because what a `Value` makes of it depends on serde_json
 //! features (`arbitrary_precision`, `raw_value`) that any crate in the build can turn on; no
 //! client has a reason to send such a name. serde_json refuses a string with an unpaired surrogate
 //! escape (`"\ud800"`) and nesting 128 levels deep or more, so such a body is hashed as bytes;

@@ -20,16 +20,17 @@
 //! rather than writing a record that says something else, and [`check`] tells the same without
 //! writing anything, so the runtime can answer such a response without storing it.
 //!
-//! Everything `encode` writes, `decode` reads back: it appends the headers in the order the
-//! map gave them (names in lowercase, the values of a name together), which rebuilds the map.
-//! And a record is the only one of its response: `decode` refuses what `encode` would not have
-//! written, a name in capitals or the values of one name apart, so whatever decodes encodes
-//! back to the same bytes. A [`HeaderMap`] holds at most 24,576 distinct names
-//! but any number of values under them, so a record of 65,535 values decodes too. `decode`
-//! never trusts a count or a length before the bytes behind it are there: it sizes the header
-//! map for no more headers than the remaining bytes could hold, adds headers with the fallible
-//! [`HeaderMap::try_append`], and answers a [`DecodeError`] for any input, whatever it claims
-//! (the first version panicked on a header count above 24,576).
+//! Everything `encode` writes, `decode` reads back. `encode` writes the headers in the map's
+//! order (names in lowercase, the values of a name together) and `decode` appends them in that
+//! order, which rebuilds the map. A [`HeaderMap`] holds at most 24,576 distinct names but any
+//! number of values under them, so a record of 65,535 values decodes too. A record is also the
+//! only one of its response: `decode` refuses what `encode` would not have written (a name in
+//! capitals, values of one name apart), so whatever decodes encodes back to the same bytes.
+//!
+//! `decode` never trusts a count or a length before the bytes behind it are there: it sizes the
+//! header map for no more headers than the remaining bytes could hold, adds headers with the
+//! fallible [`HeaderMap::try_append`], and answers a [`DecodeError`] for any input, whatever it
+//! claims (the first version panicked on a header count above 24,576).
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
