@@ -2,6 +2,8 @@
 //!
 //! For a 1 KiB and a 64 KiB JSON body it measures
 //! - `fingerprint`: canonicalize + SHA-256, the work every keyed request does;
+//! - `fingerprint_form/parts` and `fingerprint_form/raw`: the same document as the one field
+//!   of a `multipart/form-data` body, read by its parts and hashed as bytes;
 //! - `baseline`: a JSON handler behind a plain router;
 //! - `first_request`: the same handler behind `IdempotencyLayer`, a fresh key each time
 //!   (claim + handler in its own task + capture + complete);
@@ -22,7 +24,7 @@ use axum::{
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use idem_core::{
     Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope,
-    fingerprint::{Fingerprint, FingerprintMode},
+    fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode},
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -90,6 +92,44 @@ fn bench(c: &mut Criterion) {
                 )
             })
         });
+
+        let boundary = "----idem-bench-7MA4YWxkTrZu0gW";
+        let form = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"payment\"\r\n\
+             Content-Type: application/json\r\n\r\n{body}\r\n--{boundary}--\r\n"
+        );
+        let mut form_headers = HeaderMap::new();
+        form_headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_str(&format!("multipart/form-data; boundary={boundary}")).unwrap(),
+        );
+        let read_by_parts = Fingerprint::compute(
+            &Method::POST,
+            "/payments",
+            &form_headers,
+            form.as_bytes(),
+            FingerprintMode::Json,
+        );
+        assert_eq!(
+            read_by_parts.algorithm(),
+            FingerprintAlgorithm::MultipartSha256V1
+        );
+        for (name, mode) in [
+            ("parts", FingerprintMode::Json),
+            ("raw", FingerprintMode::Raw),
+        ] {
+            group.bench_function(BenchmarkId::new("fingerprint_form", name), |b| {
+                b.iter(|| {
+                    Fingerprint::compute(
+                        &Method::POST,
+                        "/payments",
+                        &form_headers,
+                        form.as_bytes(),
+                        mode,
+                    )
+                })
+            });
+        }
 
         let plain = Router::new().route("/payments", post(create_payment));
         group.bench_function(BenchmarkId::new("baseline", "no layer"), |b| {

@@ -184,10 +184,37 @@ fn nesting_beyond_serde_json_limit_is_hashed_as_bytes() {
 }
 
 #[test]
-fn duplicate_names_keep_the_last_value() {
-    // What serde_json does, and so what a handler reading the body as a `Value` sees.
-    assert_eq!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":2}"#));
-    assert_ne!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":1}"#));
+fn repeated_member_names_are_hashed_as_bytes() {
+    // A `Value` keeps the last value, so this body would otherwise replay the record of
+    // `{"amount":9800}`, which a stricter handler than serde_json's would not have refused.
+    for (repeated, clean) in [
+        (
+            r#"{"amount":1,"amount":9800,"currency":"EUR"}"#,
+            r#"{"amount":9800,"currency":"EUR"}"#,
+        ),
+        (r#"{"a":1,"\u0061":2}"#, r#"{"a":2}"#),
+        (
+            r#"{"order":{"lines":[{"sku":"A","sku":"B"}]}}"#,
+            r#"{"order":{"lines":[{"sku":"B"}]}}"#,
+        ),
+    ] {
+        let fingerprint = json(repeated);
+        assert_eq!(
+            fingerprint.algorithm(),
+            FingerprintAlgorithm::RawSha256V1,
+            "{repeated}"
+        );
+        assert_eq!(
+            fingerprint,
+            post(None, repeated, FingerprintMode::Raw),
+            "{repeated}"
+        );
+        assert_ne!(fingerprint, json(clean), "{repeated}");
+        assert_eq!(json(clean).algorithm(), FingerprintAlgorithm::JcsSha256V1);
+    }
+    // As bytes, only the same bytes match: not even a reordering of the same text.
+    assert_ne!(json(r#"{"a":1,"a":2}"#), json(r#"{ "a":1, "a":2 }"#));
+    assert_eq!(json(r#"{"a":1,"a":2}"#), json(r#"{"a":1,"a":2}"#));
 }
 
 #[test]
@@ -284,11 +311,16 @@ fn fields_do_not_run_into_each_other() {
 
 #[test]
 fn bytes_round_trip() {
-    for fingerprint in [json(r#"{"a":1}"#), post(None, "a=1", FingerprintMode::Raw)] {
+    for fingerprint in [
+        json(r#"{"a":1}"#),
+        post(None, "a=1", FingerprintMode::Raw),
+        form("b0undary", &[FIELD_A]),
+    ] {
         let bytes = fingerprint.to_bytes();
         let tag = match fingerprint.algorithm() {
             FingerprintAlgorithm::JcsSha256V1 => 1,
             FingerprintAlgorithm::RawSha256V1 => 2,
+            FingerprintAlgorithm::MultipartSha256V1 => 3,
             other => panic!("no tag known for {other:?}"),
         };
         assert_eq!(bytes[0], tag);
@@ -306,7 +338,7 @@ fn bad_bytes_are_rejected() {
     assert_eq!(Fingerprint::from_bytes(&good[..1]), None);
     assert_eq!(Fingerprint::from_bytes(&good[..32]), None);
     assert_eq!(Fingerprint::from_bytes(&[&good[..], &[0]].concat()), None);
-    for tag in [0, 3, 0x7F, 0xFF] {
+    for tag in [0, 4, 0x7F, 0xFF] {
         let mut bytes = good;
         bytes[0] = tag;
         assert_eq!(Fingerprint::from_bytes(&bytes), None, "tag {tag}");
@@ -327,6 +359,185 @@ fn text_form() {
     assert_eq!(
         FingerprintAlgorithm::JcsSha256V1.to_string(),
         "jcs-sha256-v1"
+    );
+    let multipart = Fingerprint::from_bytes(&[[3].as_slice(), &[0x5A; 32]].concat()).unwrap();
+    assert_eq!(
+        multipart.to_string(),
+        format!("multipart-sha256-v1:{}", "5a".repeat(32))
+    );
+}
+
+// Multipart bodies: read by their parts, so that a new boundary is the same request.
+
+const FIELD_A: &[u8] = b"Content-Disposition: form-data; name=\"amount\"\r\n\r\n9800";
+const FILE_B: &[u8] = b"Content-Disposition: form-data; name=\"receipt\"; filename=\"r.pdf\"\r\nContent-Type: application/pdf\r\n\r\n%PDF-1.7\r\n\x00\xFF\r\n";
+
+/// A `multipart/form-data` body of these parts (each its header lines, a blank line and its
+/// content), as clients write it.
+fn form_body(boundary: &str, parts: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for part in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        body.extend_from_slice(part);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    body
+}
+
+/// The Content-Type of a form: the boundary as a token when it is one, quoted otherwise.
+fn form_content_type(boundary: &str) -> String {
+    if boundary
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || b"'+_-.".contains(&byte))
+    {
+        format!("multipart/form-data; boundary={boundary}")
+    } else {
+        format!("multipart/form-data; boundary=\"{boundary}\"")
+    }
+}
+
+fn form(boundary: &str, parts: &[&[u8]]) -> Fingerprint {
+    post(
+        Some(&form_content_type(boundary)),
+        form_body(boundary, parts),
+        FingerprintMode::Json,
+    )
+}
+
+/// The multipart digest as the module docs define it, built by hand.
+fn documented_multipart_digest(parts: &[&[u8]], epilogue: &[u8]) -> [u8; 32] {
+    let mut input = Vec::new();
+    for field in [&b"idem-fingerprint"[..], b"POST", b"/orders"] {
+        input.extend_from_slice(&(field.len() as u64).to_be_bytes());
+        input.extend_from_slice(field);
+        if field == b"idem-fingerprint" {
+            input.push(3);
+        }
+    }
+    for part in parts {
+        input.push(1);
+        input.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        input.extend_from_slice(part);
+    }
+    input.push(0);
+    input.extend_from_slice(&(epilogue.len() as u64).to_be_bytes());
+    input.extend_from_slice(epilogue);
+    Sha256::digest(&input).into()
+}
+
+#[test]
+fn multipart_forms_under_two_boundaries_fingerprint_alike() {
+    let first = form("----WebKitFormBoundary7MA4YWxkTrZu0gW", &[FIELD_A, FILE_B]);
+    assert_eq!(first.algorithm(), FingerprintAlgorithm::MultipartSha256V1);
+    assert_eq!(
+        first.digest(),
+        &documented_multipart_digest(&[FIELD_A, FILE_B], b"\r\n")
+    );
+    for boundary in ["a3f5c1d09e7b4c2a", "x", "'()+_,-./:=? z", &"b".repeat(70)] {
+        assert_eq!(form(boundary, &[FIELD_A, FILE_B]), first, "{boundary:?}");
+    }
+    // Quoted or not, with other parameters or not: the same boundary.
+    let body = form_body("abc", &[FIELD_A, FILE_B]);
+    for content_type in [
+        "multipart/form-data; boundary=\"abc\"",
+        "Multipart/Form-Data;charset=utf-8;BOUNDARY=abc",
+    ] {
+        assert_eq!(
+            post(Some(content_type), &body, FingerprintMode::Json),
+            first,
+            "{content_type}"
+        );
+    }
+}
+
+#[test]
+fn any_change_of_a_part_changes_the_fingerprint() {
+    let first = form("b0undary", &[FIELD_A, FILE_B]);
+    let renamed = b"Content-Disposition: form-data; name=\"amount2\"\r\n\r\n9800";
+    let refiled = b"Content-Disposition: form-data; name=\"receipt\"; filename=\"s.pdf\"\r\nContent-Type: application/pdf\r\n\r\n%PDF-1.7\r\n\x00\xFF\r\n";
+    let retyped = b"Content-Disposition: form-data; name=\"receipt\"; filename=\"r.pdf\"\r\nContent-Type: application/octet-stream\r\n\r\n%PDF-1.7\r\n\x00\xFF\r\n";
+    let changed = b"Content-Disposition: form-data; name=\"amount\"\r\n\r\n9801";
+    let longer = b"Content-Disposition: form-data; name=\"amount\"\r\n\r\n9800\r\n";
+    for other in [
+        form("b0undary", &[renamed, FILE_B]),
+        form("b0undary", &[FIELD_A, refiled]),
+        form("b0undary", &[FIELD_A, retyped]),
+        form("b0undary", &[changed, FILE_B]),
+        form("b0undary", &[longer, FILE_B]),
+        form("b0undary", &[FILE_B, FIELD_A]),
+        form("b0undary", &[FIELD_A]),
+        form("b0undary", &[FIELD_A, FILE_B, FIELD_A]),
+        form("b0undary", &[FIELD_A, b"", FILE_B]),
+        form("b0undary", &[]),
+    ] {
+        assert_eq!(other.algorithm(), FingerprintAlgorithm::MultipartSha256V1);
+        assert_ne!(other, first);
+    }
+    // The parts do not run into each other.
+    assert_ne!(
+        form("b0undary", &[b"ab", b"c"]),
+        form("b0undary", &[b"a", b"bc"])
+    );
+    // Nor into what follows the close delimiter.
+    let body = form_body("b0undary", &[FIELD_A]);
+    let without_crlf = post(
+        Some(&form_content_type("b0undary")),
+        &body[..body.len() - 2],
+        FingerprintMode::Json,
+    );
+    assert_eq!(
+        without_crlf.algorithm(),
+        FingerprintAlgorithm::MultipartSha256V1
+    );
+    assert_ne!(without_crlf, form("b0undary", &[FIELD_A]));
+}
+
+#[test]
+fn multipart_bodies_in_another_form_are_hashed_as_bytes() {
+    let content_type = form_content_type("b0undary");
+    let plain = form_body("b0undary", &[FIELD_A, FILE_B]);
+    let with = |prefix: &[u8], body: &[u8], suffix: &[u8]| [prefix, body, suffix].concat();
+    for body in [
+        Vec::new(),
+        b"amount=9800".to_vec(),
+        with(b"a preamble\r\n", &plain, b""),
+        with(b"", &plain, b"an epilogue"),
+        plain[..plain.len() - 12].to_vec(),
+        form_body("b0undary", &[b"the boundary b0undary inside a part"]),
+        form_body("b0undary", &[b"a bare LF delimiter\n--b0undary\n"]),
+        form_body("other", &[FIELD_A]),
+        String::from_utf8_lossy(&plain)
+            .replace("\r\n", "\n")
+            .into_bytes(),
+    ] {
+        let fingerprint = post(Some(&content_type), &body, FingerprintMode::Json);
+        assert_eq!(
+            fingerprint.algorithm(),
+            FingerprintAlgorithm::RawSha256V1,
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+        assert_eq!(fingerprint, post(None, &body, FingerprintMode::Raw));
+    }
+    // A doubtful Content-Type leaves even a plain body to the raw algorithm.
+    for content_type in [
+        "multipart/form-data",
+        "multipart/form-data; boundary=b0undary; boundary=b0undary",
+        "multipart/mixed; boundary=b0undary",
+        "text/plain; boundary=b0undary",
+    ] {
+        let fingerprint = post(Some(content_type), &plain, FingerprintMode::Json);
+        assert_eq!(
+            fingerprint,
+            post(None, &plain, FingerprintMode::Raw),
+            "{content_type}"
+        );
+    }
+    // And so does the raw mode.
+    assert_eq!(
+        post(Some(&content_type), &plain, FingerprintMode::Raw),
+        post(None, &plain, FingerprintMode::Raw)
     );
 }
 
@@ -548,6 +759,42 @@ proptest! {
         write_respelled(&value, seed, &mut respelled);
         for body in [serde_json::to_vec(&value).unwrap(), respelled.into_bytes()] {
             prop_assert_eq!(*json(&body).digest(), expected);
+        }
+    }
+
+    /// A body that repeats a member name, anywhere, never shares a fingerprint with one that
+    /// does not: neither with the object that keeps the first value, nor with the one that keeps
+    /// the last.
+    #[test]
+    fn a_repeated_name_never_shares_a_fingerprint(
+        value in common::json_value(),
+        name in ".{0,6}",
+        (first, second) in (common::json_value(), common::json_value()),
+        depth in 0usize..4,
+    ) {
+        let member = |value: &Value| serde_json::to_string(&serde_json::json!({ name.clone(): value })).unwrap();
+        let repeats = format!(
+            "{{{},{}}}",
+            &member(&first)[1..member(&first).len() - 1],
+            &member(&second)[1..member(&second).len() - 1],
+        );
+        let nest = |inner: &str| {
+            let mut text = inner.to_owned();
+            for level in 0..depth {
+                text = if level % 2 == 0 {
+                    format!("[{value},{text}]")
+                } else {
+                    format!("{{\"z\":{value},\"k\":{text}}}")
+                };
+            }
+            text
+        };
+        let body = nest(&repeats);
+        prop_assert_eq!(common::repeats_a_name(body.as_bytes()), Some(true));
+        let fingerprint = json(&body);
+        prop_assert_eq!(fingerprint.algorithm(), FingerprintAlgorithm::RawSha256V1);
+        for clean in [nest(&member(&first)), nest(&member(&second))] {
+            prop_assert_ne!(fingerprint, json(&clean), "{} against {}", body, clean);
         }
     }
 

@@ -370,13 +370,23 @@ fn via_value(json: &[u8]) -> Result<String, serde_json::Error> {
     Ok(canonical(&serde_json::from_slice(json)?))
 }
 
+/// The streamed form is the `Value` route's, and so are the documents refused, but for repeated
+/// member names, which only the streaming route refuses.
 #[track_caller]
 fn assert_streams_as_value_does(json: impl AsRef<[u8]>) {
     let json = json.as_ref();
     let shown = String::from_utf8_lossy(json);
     match (streamed(json), via_value(json)) {
-        (Ok(streamed), Ok(expected)) => assert_eq!(streamed, expected, "{shown}"),
+        (Ok(streamed), Ok(expected)) => {
+            assert_eq!(streamed, expected, "{shown}");
+            assert_eq!(common::repeats_a_name(json), Some(false), "{shown}");
+        }
         (Err(_), Err(_)) => {}
+        // What only the streaming route refuses: a `Value` keeps the last of repeated names.
+        (Err(error), Ok(_)) if common::repeats_a_name(json) == Some(true) => assert!(
+            error.to_string().starts_with("duplicate member name"),
+            "{shown}: {error}"
+        ),
         (streamed, expected) => {
             panic!("{shown}: streamed {streamed:?}, through a Value {expected:?}")
         }
@@ -395,13 +405,6 @@ fn streaming_matches_the_value_route() {
         // Names whose canonical form is escaped, or is not but was in the input.
         r#"{"\"":1,"\\":2,"\u0000":3,"\u001f":4,"a":5,"\b":6,"\/":7}"#,
         r#"{"\u0062":1,"\u0061":2,"c\u0301":3}"#,
-        // Repeated names keep their last value, however they are spelled and nested.
-        r#"{"a":1,"a":2}"#,
-        r#"{"b":1,"a":2,"b":3,"a":4,"b":5}"#,
-        r#"{"a":1,"\u0061":2}"#,
-        r#"{"\n":1,"\u000a":2,"\n":3,"m":0}"#,
-        r#"{"a":{"x":1,"x":2},"a":{"y":[{"z":1,"z":0}],"w":{}}}"#,
-        r#"{"z":0,"z":{"b":1,"a":2}}"#,
         // Names that agree on their first eight bytes, or differ only in U+0000.
         r#"{"customer_name":1,"customer_id":2,"customer":3,"customer\u0000":4,"customerX":5}"#,
         r#"{"a\u0000":1,"a":2,"a\u0000\u0000":3,"":4,"\u0000":5}"#,
@@ -425,6 +428,61 @@ fn streaming_matches_the_value_route() {
         r#"{"z":1,"$serde_json::private::Number":"1"}"#,
         r#"[{"$serde_json::private::RawValue":1}]"#,
     ] {
+        assert_streams_as_value_does(json);
+    }
+}
+
+/// A name given twice has no canonical form (RFC 8785 takes I-JSON): however the names are
+/// spelled, wherever the object is, in or out of order, and on the detour through `Value` that
+/// serde_json's private names take.
+#[test]
+fn streaming_rejects_repeated_names() {
+    for json in [
+        r#"{"a":1,"a":2}"#,
+        r#"{"amount":1,"amount":9800,"currency":"EUR"}"#,
+        r#"{"currency":"EUR","amount":1,"amount":9800}"#,
+        r#"{"b":1,"a":2,"b":3,"a":4,"b":5}"#,
+        r#"{"a":1,"\u0061":2}"#,
+        r#"{"\n":1,"\u000a":2,"m":0}"#,
+        r#"{"customer_id_long":1,"customer_id_long":2}"#,
+        r#"{"a":{"x":1,"x":2}}"#,
+        r#"[1,[2,{"y":[{"z":1,"z":0}]}]]"#,
+        r#"{"z":0,"z":{"b":1,"a":2}}"#,
+        "{\"\u{1F600}\":1,\"\\ud83d\\ude00\":2}",
+        r#"{"$serde_json::private::Number":"1","$serde_json::private::Number":"2"}"#,
+        r#"{"$serde_json::private::Number":"1","a":{"b":1,"b":2}}"#,
+        r#"[{"$serde_json::private::RawValue":1},{"a":1,"a":1}]"#,
+        r#"{"a":{"$serde_json::private::Number":"1"},"a":2}"#,
+    ] {
+        assert_eq!(
+            common::repeats_a_name(json.as_bytes()),
+            Some(true),
+            "the test input {json} repeats a name"
+        );
+        let error = streamed(json.as_bytes()).expect_err(json);
+        assert!(
+            error.to_string().starts_with("duplicate member name"),
+            "{json}: {error}"
+        );
+    }
+    // The error names the name, unescaped.
+    let error = streamed(br#"{"b":{"\u0061":1,"a":2}}"#).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "duplicate member name \"a\" at line 1 column 23"
+    );
+    // Names that only look alike are different names.
+    for json in [
+        r#"{"a":1,"A":2,"a\u0000":3,"\u0000a":4}"#,
+        r#"{"a":{"a":{"a":1}}}"#,
+        r#"[{"a":1},{"a":2}]"#,
+        "{\"e\u{301}\":1,\"\u{E9}\":2}",
+    ] {
+        assert_eq!(
+            common::repeats_a_name(json.as_bytes()),
+            Some(false),
+            "{json}"
+        );
         assert_streams_as_value_does(json);
     }
 }
@@ -554,12 +612,23 @@ proptest! {
         }
     }
 
+    /// Text that may repeat names: refused exactly when an independent reading finds a repeated
+    /// name, and otherwise the `Value` route's bytes.
     #[test]
-    fn streaming_matches_value_with_repeated_names(json in json_text_with_repeats()) {
-        let streamed = streamed(json.as_bytes()).unwrap();
-        prop_assert_eq!(&streamed, &via_value(json.as_bytes()).unwrap(), "{}", json);
-        // And the result is canonical: its own canonical form.
-        prop_assert_eq!(&canonical_text(&streamed), &streamed);
+    fn streaming_refuses_exactly_the_repeated_names(json in json_text_with_repeats()) {
+        let repeats = common::repeats_a_name(json.as_bytes()).expect("generated text is JSON");
+        match streamed(json.as_bytes()) {
+            Ok(streamed) => {
+                prop_assert!(!repeats, "{} repeats a name and was canonicalized", json);
+                prop_assert_eq!(&streamed, &via_value(json.as_bytes()).unwrap(), "{}", json);
+                // And the result is canonical: its own canonical form.
+                prop_assert_eq!(&canonical_text(&streamed), &streamed);
+            }
+            Err(error) => {
+                prop_assert!(repeats, "{}: {}", json, error);
+                prop_assert!(error.to_string().starts_with("duplicate member name"), "{}", error);
+            }
+        }
     }
 
     /// Strings put between quotes as they are, raw control characters, quotes and backslashes

@@ -994,3 +994,35 @@ async fn problem_type_uris_follow_the_runtime_s_base() {
         "https://github.com/idem-rs/idem/blob/main/docs/problems.md#key-missing"
     );
 }
+
+/// A response with more header values than a record can hold.
+async fn crowded(State(counter): State<Counter>) -> Response {
+    counter.runs.fetch_add(1, Ordering::SeqCst);
+    let mut response = StatusCode::CREATED.into_response();
+    for n in 0..70_000 {
+        response
+            .headers_mut()
+            .append("x-item", HeaderValue::from(n));
+    }
+    response
+}
+
+#[tokio::test]
+async fn a_response_no_store_can_keep_is_answered_and_its_key_released() {
+    let counter = Counter::default();
+    let app = Router::new()
+        .route("/crowded", post(crowded))
+        .layer(IdempotencyLayer::new(Idempotency::default(), global()))
+        .with_state(counter.clone());
+    for run in 1..=2 {
+        let (status, headers, _) = send(&app, request_to("/crowded", Some("crowd"), BODY)).await;
+        assert_eq!(status, StatusCode::CREATED, "its caller gets the response");
+        assert_eq!(headers.get_all("x-item").iter().count(), 70_000);
+        assert!(!replayed(&headers), "nothing was stored to replay");
+        assert_eq!(
+            counter.runs(),
+            run,
+            "the key was released: a retry runs again"
+        );
+    }
+}

@@ -73,7 +73,7 @@ use proc_macro::TokenStream;
 /// | `lease` | a duration: how long an in-flight request blocks its key without a heartbeat | `"60s"` |
 /// | `on_conflict` | `"reject"`: 409 at once; `"wait(<duration>)"`: wait for the first result | `"reject"` |
 /// | `store_server_errors` | `false`: a 5xx releases the key; `true`: it is stored and replayed | `false` |
-/// | `fingerprint` | `"json"`: canonical JSON (key order ignored); `"raw"`: the body bytes | `"json"` |
+/// | `fingerprint` | `"json"`: canonical JSON (key order ignored), multipart forms by their parts (boundary ignored); `"raw"`: the body bytes | `"json"` |
 /// | `on_store_error` | `"fail"`: 503 when the store is down; `"run"`: run without idempotency | `"fail"` |
 /// | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
 ///

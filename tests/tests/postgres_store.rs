@@ -20,7 +20,7 @@ use idem_core::{
     replay::StoredResponse,
     store::{
         Claim, ClaimOutcome, LeaseToken, PostgresStore, Store, StoreError,
-        postgres::{TableName, TableNameError, migration_sql},
+        postgres::{PostgresTransaction, TableName, TableNameError, migration_sql},
     },
 };
 use postgres_support::{admin_pool, count, database_url, drop_table, fresh_store};
@@ -109,7 +109,7 @@ async fn insert_record(
         .bind(lease_token)
         .bind(completed.map(|r| r.status().as_u16() as i16))
         .bind(completed.map(|_| 1_i16))
-        .bind(completed.map(StoredResponse::encode))
+        .bind(completed.map(|r| r.encode().expect("a test response is encodable")))
         .execute(tx)
         .await
         .unwrap();
@@ -520,5 +520,82 @@ async fn the_sweeper_deletes_expired_records_in_batches() {
     }
     sweeper.stop().await;
     assert_eq!(count(&admin, &table).await, 5, "live records must be kept");
+    drop_table(&admin, &store.table().to_string()).await;
+}
+
+/// A response with more header values than a record holds.
+fn unencodable_response() -> StoredResponse {
+    let mut headers = HeaderMap::new();
+    for _ in 0..70_000 {
+        headers.append("x-trace", axum::http::HeaderValue::from_static("1"));
+    }
+    StoredResponse::new(StatusCode::OK, headers, Bytes::new())
+}
+
+/// A response the record format cannot hold is refused before anything is written: the
+/// record stays in flight under its token, and in a transaction the handler's writes roll back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unencodable_response_writes_nothing() {
+    let Some(url) = database_url("an_unencodable_response_writes_nothing") else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let admin = admin_pool(&url).await;
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    let first = claim(&key, &fp, MINUTE);
+    let token = first.token;
+    assert_eq!(store.claim(first).await.unwrap(), ClaimOutcome::Claimed);
+
+    let refused = store
+        .complete(&key, token, &unencodable_response(), MINUTE)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Unencodable(_))),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.claim(claim(&key, &fp, MINUTE)).await.unwrap(),
+        ClaimOutcome::InFlight
+    );
+
+    // The same in the handler's transaction: its write is gone with the record.
+    let writes = postgres_support::fresh_name(&admin, "w").await;
+    sqlx::query(AssertSqlSafe(format!("CREATE TABLE {writes} (id int)")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let mut transaction = store.begin().await.unwrap();
+    let connection = transaction
+        .as_any_mut()
+        .downcast_mut::<PostgresTransaction>()
+        .expect("the store's own transaction")
+        .connection();
+    sqlx::query(AssertSqlSafe(format!("INSERT INTO {writes} VALUES (1)")))
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+    let refused = transaction
+        .complete(&key, token, &unencodable_response(), MINUTE)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Unencodable(_))),
+        "{refused:?}"
+    );
+    assert_eq!(count(&admin, &writes).await, 0);
+
+    // The holder can still release the key, and complete it with a response that fits.
+    store.release(&key, token).await.unwrap();
+    let again = claim(&key, &fp, MINUTE);
+    let token = again.token;
+    assert_eq!(store.claim(again).await.unwrap(), ClaimOutcome::Claimed);
+    store
+        .complete(&key, token, &response("{}"), MINUTE)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.claim(claim(&key, &fp, MINUTE)).await.unwrap(),
+        ClaimOutcome::Completed(response("{}"))
+    );
+    drop_table(&admin, &writes).await;
     drop_table(&admin, &store.table().to_string()).await;
 }

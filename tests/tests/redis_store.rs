@@ -307,7 +307,7 @@ async fn records_are_laid_out_as_documented() {
     names.sort_unstable();
     assert_eq!(names, ["fp", "response", "state", "token", "v"]);
     assert_eq!(fields["state"], b"done");
-    assert_eq!(fields["response"], response().encode());
+    assert_eq!(fields["response"], response().encode().unwrap());
     let pttl: i64 = side.pttl(&redis_key).await.unwrap();
     assert!(
         (119_000..=120_000).contains(&pttl),
@@ -411,22 +411,29 @@ async fn unreadable_records_are_corrupt_and_left_alone() {
         "a hash without version",
     );
 
-    // A completed record whose response does not decode.
-    let key = new_key();
-    let garbled = [
-        ("v", b"1".to_vec()),
-        ("state", b"done".to_vec()),
-        ("fp", hex_of(&fp.to_bytes()).into_bytes()),
-        ("response", vec![0x01, 0x00, 0x00]),
-    ];
-    let _: () = side
-        .hset_multiple(store.redis_key(&key), &garbled)
-        .await
-        .unwrap();
-    assert_corrupt(
-        store.claim(claim(&key, &fp, token)).await,
-        "an undecodable response",
-    );
+    // A completed record whose response does not decode: cut short, claiming 65,535 headers
+    // (which once panicked the claim), or of an unknown format version.
+    for response in [
+        vec![0x01, 0x00, 0x00],
+        vec![0x01, 0x00, 0x00, 0xc8, 0xff, 0xff],
+        vec![0x02, 0x00, 0x00, 0xc8, 0x00, 0x00],
+    ] {
+        let key = new_key();
+        let garbled = [
+            ("v", b"1".to_vec()),
+            ("state", b"done".to_vec()),
+            ("fp", hex_of(&fp.to_bytes()).into_bytes()),
+            ("response", response.clone()),
+        ];
+        let _: () = side
+            .hset_multiple(store.redis_key(&key), &garbled)
+            .await
+            .unwrap();
+        assert_corrupt(
+            store.claim(claim(&key, &fp, token)).await,
+            &format!("an undecodable response {response:02x?}"),
+        );
+    }
 
     // An in-flight record with a lease that is not a number.
     let key = new_key();
@@ -465,7 +472,7 @@ async fn a_fingerprint_of_an_unknown_algorithm_is_a_mismatch_without_algorithm()
         ("v", b"1".to_vec()),
         ("state", b"done".to_vec()),
         ("fp", hex_of(&unknown).into_bytes()),
-        ("response", response().encode()),
+        ("response", response().encode().unwrap()),
     ];
     let _: () = side
         .hset_multiple(store.redis_key(&key), &stored)
@@ -543,4 +550,50 @@ async fn connecting_to_nothing_fails() {
         .await;
     assert!(result.is_err());
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// A response the record format cannot hold is refused before anything reaches Redis: the
+/// record stays in flight under its token, which can still release it.
+#[tokio::test]
+async fn an_unencodable_response_writes_nothing() {
+    let Some(url) = redis_url() else { return };
+    let (store, mut side) = store_and_side_connection(&url).await;
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    let token = LeaseToken::random();
+    assert_eq!(
+        store.claim(claim(&key, &fp, token)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let before: std::collections::HashMap<String, Vec<u8>> =
+        side.hgetall(store.redis_key(&key)).await.unwrap();
+
+    let mut headers = HeaderMap::new();
+    for _ in 0..70_000 {
+        headers.append("x-trace", http::HeaderValue::from_static("1"));
+    }
+    let crowded = StoredResponse::new(StatusCode::OK, headers, Bytes::new());
+    let refused = store.complete(&key, token, &crowded, MINUTE).await;
+    assert!(
+        matches!(refused, Err(StoreError::Unencodable(_))),
+        "{refused:?}"
+    );
+
+    let after: std::collections::HashMap<String, Vec<u8>> =
+        side.hgetall(store.redis_key(&key)).await.unwrap();
+    assert_eq!(after, before, "the in-flight record is untouched");
+    assert_eq!(
+        store
+            .claim(claim(&key, &fp, LeaseToken::random()))
+            .await
+            .unwrap(),
+        ClaimOutcome::InFlight
+    );
+    store.release(&key, token).await.unwrap();
+    assert_eq!(
+        store
+            .claim(claim(&key, &fp, LeaseToken::random()))
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
 }

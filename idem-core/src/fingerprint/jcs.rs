@@ -42,16 +42,23 @@ pub fn canonicalize_json(value: &Value, out: &mut Vec<u8>) {
 ///
 /// The input is what [`serde_json::from_slice`] accepts into a `Value`, and an input it rejects is
 /// rejected with the same kind of error: invalid JSON, trailing characters, an unpaired surrogate
-/// escape, nesting 128 levels deep or more. On error `out` is left as it was. A member name given
-/// twice keeps its last value, as in a `Value`.
+/// escape, nesting 128 levels deep or more. On error `out` is left as it was.
+///
+/// An object that names a member twice, at any depth and however the names are spelled
+/// (`"a"` and `"\u0061"` are one name), is rejected too: RFC 8785 canonicalizes I-JSON, which
+/// has no such objects, and there is no canonical form that would tell `{"a":1,"a":2}` from
+/// `{"a":2}`, which is all a `Value` keeps of it. A fingerprint hashes such a body as bytes.
+/// Finding them costs nothing for objects whose members are already in order, as most
+/// serializers write them: the check that spares those objects a sort also sees that no name
+/// repeats.
 ///
 /// ```
 /// use idem_core::fingerprint::{canonicalize_json, canonicalize_json_bytes};
 ///
-/// let json = br#"{ "b": [1.0, 2.50, 1e21], "a": "\u00e9\n", "b": null }"#;
+/// let json = br#"{ "b": [1.0, 2.50, 1e21], "a": "\u00e9\n" }"#;
 /// let mut out = b"canonical: ".to_vec();
 /// canonicalize_json_bytes(json, &mut out).unwrap();
-/// assert_eq!(out, "canonical: {\"a\":\"é\\n\",\"b\":null}".as_bytes());
+/// assert_eq!(out, "canonical: {\"a\":\"é\\n\",\"b\":[1,2.5,1e+21]}".as_bytes());
 ///
 /// // The same bytes as the `Value` route.
 /// let mut expected = b"canonical: ".to_vec();
@@ -60,6 +67,11 @@ pub fn canonicalize_json(value: &Value, out: &mut Vec<u8>) {
 ///
 /// // Not JSON: an error, and `out` untouched.
 /// assert!(canonicalize_json_bytes(b"[1, 2] and more", &mut out).is_err());
+/// assert_eq!(out, expected);
+///
+/// // Not I-JSON: a member name given twice.
+/// let error = canonicalize_json_bytes(br#"{"amount":1,"amount":9800}"#, &mut out).unwrap_err();
+/// assert!(error.to_string().starts_with("duplicate member name \"amount\""), "{error}");
 /// assert_eq!(out, expected);
 /// ```
 pub fn canonicalize_json_bytes(json: &[u8], out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
@@ -81,6 +93,7 @@ pub(super) fn canonicalize_bytes(
         out,
         scratch,
         needs_value: false,
+        private_names_as_value: true,
     };
     let mut deserializer = serde_json::Deserializer::from_slice(json);
     let result = ValueSeed {
@@ -96,10 +109,38 @@ pub(super) fn canonicalize_bytes(
         if !needs_value {
             return Err(error);
         }
+        // A `Value` keeps the last of repeated names: read the document once more with the
+        // private names as plain names, only to refuse repeated ones as above.
+        check_names(json, &mut Vec::new(), scratch)?;
         let value: Value = serde_json::from_slice(json)?;
         canonicalize_json(&value, out);
     }
     Ok(())
+}
+
+/// The streaming canonicalization into `out`, without the detour through `Value` for
+/// serde_json's private names: an error for a document that repeats a member name.
+#[cold]
+fn check_names(
+    json: &[u8],
+    out: &mut Vec<u8>,
+    scratch: &mut Scratch,
+) -> Result<(), serde_json::Error> {
+    scratch.members.clear();
+    scratch.names.clear();
+    let mut writer = Writer {
+        out,
+        scratch,
+        needs_value: false,
+        private_names_as_value: false,
+    };
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    ValueSeed {
+        writer: &mut writer,
+        comma: false,
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|()| deserializer.end())
 }
 
 /// Buffers kept from one canonicalization to the next on the same thread, so that a request
@@ -177,8 +218,7 @@ struct Member {
     /// The first bytes of the name as a number that orders as the names do, mostly; see
     /// [`cmp_names`].
     prefix: u64,
-    /// `"name":value` is `out[start..end]`, without the comma before it; `end == start` marks a
-    /// member dropped for a later one of the same name.
+    /// `"name":value` is `out[start..end]`, without the comma before it.
     start: usize,
     end: usize,
     /// The name, unescaped, is `name_len` bytes at `name_start` of the output when its canonical
@@ -262,17 +302,21 @@ struct Writer<'a> {
     scratch: &'a mut Scratch,
     /// Set with the error that stops the parse when the document must go through `Value`.
     needs_value: bool,
+    /// Whether an object that starts with one of [`SERDE_JSON_PRIVATE_NAMES`] stops the parse
+    /// (`needs_value`), or is read as any other object.
+    private_names_as_value: bool,
 }
 
 impl Writer<'_> {
     /// Puts the members of the object whose first member starts at `members_start` of the output
-    /// and whose records start at `first` in canonical order: sorted by name, a repeated name
-    /// keeping its last value.
+    /// and whose records start at `first` in canonical order: sorted by name. A name that
+    /// appears twice is an error, which carries the name.
     ///
     /// Nested objects were put in order when they ended, so each object is rewritten at most
     /// once, and a document costs O(size × depth) here; an object already in order (as written
-    /// by most serializers, or by a client that canonicalizes) is not rewritten at all.
-    fn order_members(&mut self, first: usize, members_start: usize) {
+    /// by most serializers, or by a client that canonicalizes) is not rewritten at all, and
+    /// needs no search for repeated names either: strictly ascending names cannot repeat.
+    fn order_members(&mut self, first: usize, members_start: usize) -> Result<(), String> {
         let Scratch {
             members,
             names,
@@ -285,27 +329,27 @@ impl Writer<'_> {
             .windows(2)
             .all(|pair| cmp(&pair[0], &pair[1]) == Ordering::Less)
         {
-            return;
+            return Ok(());
         }
-        // Unstable but deterministic: the position breaks ties, so the members of one name stay in
-        // document order.
-        members.sort_unstable_by(|a, b| cmp(a, b).then(a.start.cmp(&b.start)));
-        for index in 1..members.len() {
-            if cmp(&members[index - 1], &members[index]) == Ordering::Equal {
-                members[index - 1].end = members[index - 1].start;
-            }
+        members.sort_unstable_by(cmp);
+        if let Some(pair) = members
+            .windows(2)
+            .find(|pair| cmp(&pair[0], &pair[1]) == Ordering::Equal)
+        {
+            return Err(String::from_utf8_lossy(pair[0].name(out, names)).into_owned());
         }
         region.clear();
         region.extend_from_slice(&self.out[members_start..]);
         self.out.truncate(members_start);
-        for member in members.iter().filter(|member| member.end > member.start) {
-            if self.out.len() > members_start {
+        for (index, member) in members.iter().enumerate() {
+            if index > 0 {
                 self.out.push(b',');
             }
             self.out.extend_from_slice(
                 &region[member.start - members_start..member.end - members_start],
             );
         }
+        Ok(())
     }
 }
 
@@ -414,7 +458,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
             writer.scratch.members.push(member);
             first_member = false;
         }
-        writer.order_members(first, members_start);
+        writer
+            .order_members(first, members_start)
+            .map_err(|name| de::Error::custom(format_args!("duplicate member name {name:?}")))?;
         writer.scratch.members.truncate(first);
         writer.scratch.names.truncate(names_mark);
         writer.out.push(b'}');
@@ -458,7 +504,7 @@ impl NameSeed<'_, '_> {
     /// [`write_unescaped_string`]).
     fn member<E: de::Error>(self, name: &str, unescaped: bool) -> Result<Member, E> {
         let writer = self.writer;
-        if self.first && SERDE_JSON_PRIVATE_NAMES.contains(&name) {
+        if self.first && writer.private_names_as_value && SERDE_JSON_PRIVATE_NAMES.contains(&name) {
             writer.needs_value = true;
             return Err(E::custom(
                 "a serde_json private member name; read as a Value instead",

@@ -169,6 +169,9 @@ impl Execution {
     /// Stores the result, then answers the caller with it.
     async fn complete(self, captured: Captured) -> Response {
         let Captured { record, response } = captured;
+        if self.release_if_unstorable(&record).await {
+            return response;
+        }
         match self.context.take_transaction().await {
             Some(transaction) => self.complete_in(transaction, &record, response).await,
             None => {
@@ -176,6 +179,23 @@ impl Execution {
                 response
             }
         }
+    }
+
+    /// A response no store could keep (more header values than a record holds, say) is not
+    /// the operation's result to replay: its caller gets it as it is, and the key is released,
+    /// so that a retry runs the operation again. Answers whether it was such a response.
+    pub(super) async fn release_if_unstorable(&self, record: &StoredResponse) -> bool {
+        let Err(error) = record.check_encodable() else {
+            return false;
+        };
+        self.record_error(
+            Outcome::Released,
+            "the response cannot be stored; it is answered as it is and the key released",
+            &error,
+        );
+        self.release("released: its response cannot be stored")
+            .await;
+        true
     }
 
     /// Completes the record on its own. If the store does not take it, the result stays
@@ -364,7 +384,12 @@ impl Execution {
         observe::record(outcome, self.route.as_str(), Some(&self.key), detail);
     }
 
-    pub(super) fn record_error(&self, outcome: Outcome, what: &str, error: &StoreError) {
+    pub(super) fn record_error(
+        &self,
+        outcome: Outcome,
+        what: &str,
+        error: &(dyn std::error::Error + 'static),
+    ) {
         observe::record_error(outcome, self.route.as_str(), Some(&self.key), what, error);
     }
 }

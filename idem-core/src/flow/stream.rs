@@ -78,7 +78,9 @@ impl Execution {
                 None => {
                     if let Some((body, headers)) = capture.take() {
                         let record = StoredResponse::new(status, headers, body.into_bytes());
-                        self.complete_on_its_own(record).await;
+                        if !self.release_if_unstorable(&record).await {
+                            self.complete_on_its_own(record).await;
+                        }
                     }
                     // Dropping the sender ends the caller's body, after the record.
                     return;

@@ -190,7 +190,8 @@ pub(crate) fn storable_headers(headers: &HeaderMap, policy: &Policy) -> HeaderMa
         .flat_map(|value| value.split(','))
         .map(|name| name.trim().to_ascii_lowercase())
         .collect();
-    let mut kept = HeaderMap::with_capacity(headers.len());
+    // Sized by names, not values: a map holds far more values than it has room for names.
+    let mut kept = HeaderMap::with_capacity(headers.keys_len());
     for (name, value) in headers {
         let dropped = NEVER_STORED.contains(name)
             || *name == IDEMPOTENT_REPLAYED

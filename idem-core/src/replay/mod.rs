@@ -41,7 +41,7 @@ use axum::{
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-pub use self::codec::DecodeError;
+pub use self::codec::{DecodeError, EncodeError};
 use crate::problem::{Problem, ProblemKind};
 
 /// The header that marks a replayed response (Stripe's name).
@@ -126,12 +126,45 @@ impl StoredResponse {
         64 + headers + self.body.as_ref().map_or(0, Bytes::len)
     }
 
-    /// Encodes the record for a store that keeps bytes (versioned; see [`decode`](Self::decode)).
-    pub fn encode(&self) -> Vec<u8> {
+    /// Encodes the record for a store that keeps bytes: a format version byte, then the
+    /// status, the headers and the body (see [`decode`](Self::decode)).
+    ///
+    /// The format holds up to 65,535 header values (a repeated name counts once per value)
+    /// and values up to 4 GiB − 1 each; a response beyond that is an [`EncodeError`], and a
+    /// store that meets one writes nothing. Whatever this encodes, [`decode`](Self::decode)
+    /// reads back.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{HeaderMap, HeaderValue, StatusCode};
+    /// use idem_core::replay::{EncodeError, StoredResponse};
+    ///
+    /// let stored = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from_static(b"{}"));
+    /// let bytes = stored.encode()?;
+    /// assert_eq!(StoredResponse::decode(&bytes), Ok(stored));
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// for _ in 0..70_000 {
+    ///     headers.append("x-trace", HeaderValue::from_static("1"));
+    /// }
+    /// let crowded = StoredResponse::new(StatusCode::OK, headers, Bytes::new());
+    /// assert_eq!(crowded.encode(), Err(EncodeError::TooManyHeaders { count: 70_000 }));
+    /// # Ok::<(), EncodeError>(())
+    /// ```
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         codec::encode(self)
     }
 
+    /// Whether [`encode`](Self::encode) would take this response, found without allocating:
+    /// the runtime asks before a response reaches a store.
+    pub(crate) fn check_encodable(&self) -> Result<(), EncodeError> {
+        codec::check(self)
+    }
+
     /// Decodes [`encode`](Self::encode)'s output.
+    ///
+    /// Any input, however it was damaged, is a [`DecodeError`], never a panic; a record of a
+    /// format version this build does not know is [`DecodeError::UnknownVersion`].
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         codec::decode(bytes)
     }

@@ -77,6 +77,7 @@ macro_rules! store_conformance_tests {
             an_abandoned_claim_expires,
             keys_are_independent,
             concurrent_claims_grant_the_key_once,
+            an_unreadable_record_is_a_store_error,
         );
     };
     (@tests $attributes:tt $make_store:tt; $($rule:ident),* $(,)?) => {

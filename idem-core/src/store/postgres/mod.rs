@@ -342,7 +342,7 @@ impl Store for PostgresStore {
         let done: bool = self
             .inner
             .statements
-            .complete(key, token, response, ttl)
+            .complete(key, token, response, ttl)?
             .fetch_one(&self.inner.pool)
             .await
             .and_then(|row| row.try_get("done"))

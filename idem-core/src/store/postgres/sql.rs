@@ -16,7 +16,7 @@ use crate::{
     fingerprint::Fingerprint,
     replay::StoredResponse,
     scope::StoreKey,
-    store::{Claim, LeaseToken},
+    store::{Claim, LeaseToken, StoreError},
 };
 
 /// The version of [`StoredResponse::encode`]'s format the store writes, kept in the
@@ -166,21 +166,24 @@ impl Statements {
             .bind(interval(claim.in_flight_lifetime()))
     }
 
+    /// The fenced completion; [`StoreError::Unencodable`] before anything is sent when the
+    /// response cannot be encoded.
     pub(super) fn complete(
         &self,
         key_: &StoreKey,
         token_: LeaseToken,
         response: &StoredResponse,
         ttl: Duration,
-    ) -> Query<'static, Postgres, PgArguments> {
+    ) -> Result<Query<'static, Postgres, PgArguments>, StoreError> {
+        let encoded = response.encode().map_err(StoreError::Unencodable)?;
         let status = i16::try_from(response.status().as_u16()).expect("status codes fit in i16");
-        sqlx::query(self.complete.clone())
+        Ok(sqlx::query(self.complete.clone())
             .bind(key(key_))
             .bind(token(token_))
             .bind(status)
             .bind(RESPONSE_FORMAT)
-            .bind(response.encode())
-            .bind(interval(ttl))
+            .bind(encoded)
+            .bind(interval(ttl)))
     }
 
     pub(super) fn renew(

@@ -621,11 +621,12 @@ where
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
+        let encoded = response.encode().map_err(StoreError::Unencodable)?;
         let call = SCRIPTS
             .complete
             .call(self.redis_key(key))
             .arg(token_hex(token))
-            .arg(response.encode())
+            .arg(encoded)
             .arg(millis(ttl));
         self.run(call).await?.into_write_result()
     }
