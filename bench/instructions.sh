@@ -114,7 +114,8 @@ for row in "${rows[@]}"; do
   done
   native_median=$(printf '%s\n' "${native[@]}" | sort -n | sed -n 2p)
   echo "$path $store $(total_ir "$a") $(total_ir "$b") $(sha_ir "$a") $(sha_ir "$b")" \
-    "$(field allocations "$a.stdout") $(field allocations "$b.stdout") $native_median" >>"$figures"
+    "$(field allocations "$a.stdout") $(field allocations "$b.stdout") $native_median" \
+    "$(field records "$b.stdout")" >>"$figures"
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -129,11 +130,11 @@ awk -v d="$((long - short))" '
     path = $1; store = $2
     ir = ($4 - $3) / d; sha = ($6 - $5) / d; allocs = ($8 - $7) / d; ns = $9
     if (path == "bare") { bare_ir = ir; bare_sha = sha; bare_allocs = allocs; bare_ns = ns }
-    rows[++n] = sprintf("%s|%s|%.0f|%.0f|%.2f|%.0f", path, store, ir, sha, allocs, ns)
+    rows[++n] = sprintf("%s|%s (%d)|%.0f|%.0f|%.2f|%.0f", path, store, $10, ir, sha, allocs, ns)
   }
   function added(value, base, format) { return sprintf(format, value - base) }
   END {
-    print "| path | store | instructions / request | added to bare | of which SHA-256 compress | added outside SHA-256 | allocations / request | added | native ns / request |"
+    print "| path | store (records) | instructions / request | added to bare | of which SHA-256 compress | added outside SHA-256 | allocations / request | added | native ns / request |"
     print "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     for (i = 1; i <= n; i++) {
       split(rows[i], f, "|")
@@ -148,6 +149,8 @@ awk -v d="$((long - short))" '
   }
 ' "$figures"
 echo
+echo "Store: roomy (room for every key) or full (bounded at $bound records and filled past it, so"
+echo "every new record evicts one), with the records it kept after the long loop."
 echo "Instructions and allocations: (long loop - short loop) / $((long - short)) requests. Native ns:"
 echo "the median of three runs of the long loop without valgrind (wall time: noisy on a busy machine)."
 echo "Callgrind runs the portable SHA-256 (no SHA extensions under valgrind)."

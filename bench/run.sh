@@ -225,7 +225,7 @@ echo "wrk: 1 thread on core 1, $connections connections, ${duration}s per run, $
 [ -z "$peers_note" ] || echo "Note: $peers_note."
 [ -z "$skipped_note" ] || echo "Note: $skipped_note"
 echo
-awk -v ticks_per_s="$(getconf CLK_TCK)" '
+awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
   function median(values, n,    i, j, v, sorted) {
     for (i = 1; i <= n; i++) sorted[i] = values[i]
     for (i = 2; i <= n; i++) {
@@ -240,6 +240,9 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" '
     round = $1; phase = $2; name = $3
     rps[round, phase, name] = $4; p99[round, phase, name] = $5
     errors[phase, name] += $6; requests[phase, name] += $7; ticks[phase, name] += $8
+    share = $8 / ticks_per_s / seconds
+    if (min_share == "" || share < min_share) min_share = share
+    if (share > max_share) max_share = share
     if (name == "bare") {
       bare_sum[round] += $4; bare_n[round]++
       bare_p99[++bare_runs] = $5; bare_ticks += $8; bare_requests += $7
@@ -287,7 +290,11 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" '
         row(name, "replay", "rate"), row(name, "replay", "p99"), cpu_us("replay", name),
         errors["fresh", name], errors["replay", name]
     }
-    printf "\nbare handler: %.0f req/s (median of every bare run'"'"'s round mean).\n", median_bare()
+    printf "\nbare handler: %.0f req/s (the median of its rounds'"'"' means). The servers used %.0f%% to %.0f%% of their\n", median_bare(), min_share * 100, max_share * 100
+    if (max_share < 0.9) {
+      print "core during their runs: other work on the machine took the rest of core 0, so the throughputs"
+      print "say what the machine allowed, and the CPU per request is the steadier figure."
+    } else print "core during their runs."
   }
   function median_bare(    r, n, means) {
     n = 0

@@ -12,7 +12,8 @@
 //! - REQUESTS: the length of the measured loop.
 //!
 //! It prints one line of `name=value` pairs: the loop's allocations per request (counted by the
-//! global allocator below) and its wall time per request. Instructions are counted from
+//! global allocator below), its wall time per request, and the records the store keeps at the
+//! end (about BOUND for a full store: the proof that it evicted). Instructions are counted from
 //! outside, by callgrind: the script runs two loop lengths and divides the difference, so that
 //! start-up, the store's filling and the warm-up cancel out.
 
@@ -106,32 +107,25 @@ struct Client {
     next_key: u64,
 }
 
-/// The key every replay sends.
-const REPLAYED_KEY: &str = "one-key-for-every-replay";
-
 impl Client {
     /// One request of the loop's kind.
     async fn send(&mut self, kind: Kind) {
         match kind {
             Kind::First => {
                 self.next_key += 1;
-                // Fixed width, so that every key costs the same to build, hash and compare.
-                let key = HeaderValue::try_from(format!("fresh-{:012}", self.next_key))
-                    .expect("a key is a valid header value");
+                let key = key("fresh", self.next_key);
                 self.exchange(key, false).await;
             }
             Kind::Replay => {
                 let replayed = self.server != Server::Bare;
-                self.exchange(HeaderValue::from_static(REPLAYED_KEY), replayed)
-                    .await;
+                self.exchange(key("again", 0), replayed).await;
             }
         }
     }
 
     /// The first request with the replays' key: it runs the handler and stores the answer.
     async fn store_replayed_response(&mut self) {
-        self.exchange(HeaderValue::from_static(REPLAYED_KEY), false)
-            .await;
+        self.exchange(key("again", 0), false).await;
     }
 
     /// Sends one request with `key`, reads the whole answer, and checks it is a 201 that is
@@ -171,6 +165,12 @@ impl Client {
     }
 }
 
+/// A key built the same way for every path (a fresh one and the replays' one alike), of a fixed
+/// width, so that every key costs the same to build, hash and compare.
+fn key(prefix: &str, number: u64) -> HeaderValue {
+    HeaderValue::try_from(format!("{prefix}-{number:012}")).expect("a key is a valid header value")
+}
+
 /// The loop callgrind's two runs differ by; kept out of line so a profile shows it as one
 /// function.
 #[inline(never)]
@@ -192,6 +192,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         roomy_store()
     };
+    let records = store.clone();
     let mut client = Client {
         app: args.server.router(store),
         server: args.server,
@@ -219,13 +220,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let allocated = allocations.change();
 
     let per_request = |total: f64| total / args.requests.max(1) as f64;
+    // The records kept at the end: a full store holds about its bound, so it has evicted.
     println!(
-        "requests={} allocations={} allocations_per_request={:.2} bytes_per_request={:.0} ns_per_request={:.0}",
+        "requests={} allocations={} allocations_per_request={:.2} bytes_per_request={:.0} ns_per_request={:.0} records={}",
         args.requests,
         allocated.allocations,
         per_request(allocated.allocations as f64),
         per_request(allocated.bytes_allocated as f64),
         per_request(duration_ns(elapsed)),
+        records.completed_records(),
     );
     Ok(())
 }
