@@ -48,6 +48,13 @@ impl IdempotencyContext {
         Ok(guard)
     }
 
+    /// Whether the handler has begun the request's transaction (or holds its guard now).
+    pub(crate) fn transaction_begun(&self) -> bool {
+        self.transaction
+            .try_lock()
+            .map_or(true, |transaction| transaction.is_some())
+    }
+
     /// Takes the transaction the handler opened, if it opened one. Waits for the handler's
     /// guard, should the handler have passed it to a task that is still running.
     pub(crate) async fn take_transaction(&self) -> Option<Box<dyn StoreTransaction>> {

@@ -28,6 +28,17 @@
 //! Or a layer makes every POST and PATCH route of a router idempotent under one [`Policy`]:
 //! see [`IdempotencyLayer`].
 //!
+//! # What a replay checks
+//!
+//! A stored response is answered only to a request that passed every check that guarded the
+//! first execution. Under `#[idempotent]` every extractor that reads the request's parts
+//! (authentication first of all) runs before every replay, and so does the body extractor
+//! unless its type is a [`PureBody`], an extractor that only parses the body (`Json`, `Form`,
+//! `Bytes`...), which a replay skips. So a signed webhook whose body extractor checks the
+//! signature refuses a redelivery without it, with no annotation. A check written inside the
+//! handler's body cannot be run again, since a replay does not run the handler: put it in an
+//! extractor. [`extract`] has the details and the webhook as an example.
+//!
 //! # Where things are
 //!
 //! - [`key`]: the `Idempotency-Key` header, in its IETF (sf-string) and Stripe (bare) forms.
@@ -37,6 +48,7 @@
 //! - [`store`]: the [`Store`] trait and the rules a store keeps; [`MemoryStore`], and behind
 //!   features `RedisStore` and `PostgresStore`.
 //! - [`replay`]: what is stored and replayed; [`NoStore`] to opt a response out.
+//! - [`extract`]: what a replay checks; [`PureBody`] for a body extractor a replay may skip.
 //! - [`problem`]: the Problem Details answers and their `type` URIs.
 //! - [`layer`]: the tower layer, [`IdempotencyLayer`].
 //! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
@@ -50,11 +62,16 @@
 //! | `postgres` | | `PostgresStore`: durable records, completed in the handler's transaction |
 //! | `metrics` | | counters through the `metrics` facade |
 //! | `conformance` | | the store conformance suite, for authors of a `Store` |
+//! | `client` | | `idem_core::client`: a reqwest call that retries with one key per operation |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(hidden)]
 pub mod __private;
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub mod client;
 mod context;
+pub mod extract;
 pub mod fingerprint;
 mod flow;
 pub mod key;
@@ -73,6 +90,7 @@ pub use idem_macros::idempotent;
 
 pub use crate::{
     context::{IdempotencyContext, TransactionGuard},
+    extract::PureBody,
     key::{IdempotencyKey, KeySyntax},
     layer::IdempotencyLayer,
     policy::{OnConflict, OnStoreError, Policy},

@@ -78,6 +78,37 @@ pub enum PolicyError {
         /// The configured lease.
         lease: Duration,
     },
+    /// A custom scope name that is empty or has a character other than a lowercase ASCII
+    /// letter, a digit, `_` or `-`.
+    #[error("invalid custom scope name `{0}`: use lowercase letters, digits, `_` and `-`")]
+    InvalidScopeName(&'static str),
+    /// A custom scope named `user` or `global`, whose keys would be those of the built-in
+    /// scope of that name.
+    #[error(
+        "the custom scope name `{0}` is reserved: use `Scope::User` or `Scope::Global`, or another name"
+    )]
+    ReservedScopeName(&'static str),
+}
+
+impl PolicyError {
+    /// What is wrong, without the values: the message a constant that holds an invalid
+    /// policy fails to compile with, where no formatting is available.
+    pub const fn summary(&self) -> &'static str {
+        match self {
+            Self::Zero(_) => "invalid idempotency policy: a duration that must be positive is zero",
+            Self::TtlShorterThanLease { .. } => {
+                "invalid idempotency policy: `ttl` is shorter than `lease`"
+            }
+            Self::InvalidScopeName(_) => {
+                "invalid idempotency policy: a custom scope name is made of lowercase letters, \
+                 digits, `_` and `-`"
+            }
+            Self::ReservedScopeName(_) => {
+                "invalid idempotency policy: the custom scope names `user` and `global` are \
+                 reserved"
+            }
+        }
+    }
 }
 
 impl Policy {
@@ -195,8 +226,27 @@ impl Policy {
         self
     }
 
-    /// Checks that the policy can work: positive TTL, lease and wait, and a TTL no shorter
-    /// than the lease.
+    /// Checks that the policy can work: positive TTL, lease and wait, a TTL no shorter than
+    /// the lease, and a custom scope name of lowercase letters, digits, `_` and `-` that is
+    /// neither `user` nor `global` (`Scope::Custom("user")` would share its keys with
+    /// `Scope::User`).
+    ///
+    /// These are the rules of `#[idempotent]` too: an annotated handler with an invalid
+    /// policy does not compile, and `IdempotencyLayer::new` refuses one.
+    ///
+    /// ```
+    /// use idem_core::{Policy, Scope, policy::PolicyError};
+    ///
+    /// assert!(Policy::new().scope(Scope::Custom("tenant")).validate().is_ok());
+    /// assert_eq!(
+    ///     Policy::new().scope(Scope::Custom("user")).validate(),
+    ///     Err(PolicyError::ReservedScopeName("user"))
+    /// );
+    /// assert_eq!(
+    ///     Policy::new().scope(Scope::Custom("Tenant")).validate(),
+    ///     Err(PolicyError::InvalidScopeName("Tenant"))
+    /// );
+    /// ```
     pub const fn validate(&self) -> Result<(), PolicyError> {
         if self.ttl.is_zero() {
             return Err(PolicyError::Zero("ttl"));
@@ -215,8 +265,47 @@ impl Policy {
                 lease: self.lease,
             });
         }
+        if let Scope::Custom(name) = self.scope {
+            return validate_scope_name(name);
+        }
         Ok(())
     }
+}
+
+/// The rules of a custom scope name, in a `const fn` so that a policy constant is checked
+/// where it is compiled.
+const fn validate_scope_name(name: &'static str) -> Result<(), PolicyError> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() {
+        return Err(PolicyError::InvalidScopeName(name));
+    }
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if !(byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_' || byte == b'-') {
+            return Err(PolicyError::InvalidScopeName(name));
+        }
+        index += 1;
+    }
+    if is(bytes, b"user") || is(bytes, b"global") {
+        return Err(PolicyError::ReservedScopeName(name));
+    }
+    Ok(())
+}
+
+/// `a == b` for byte strings, which `const fn`s cannot write yet.
+const fn is(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut index = 0;
+    while index < a.len() {
+        if a[index] != b[index] {
+            return false;
+        }
+        index += 1;
+    }
+    true
 }
 
 impl Default for Policy {
@@ -271,5 +360,29 @@ mod tests {
                 lease: Duration::from_secs(60)
             })
         );
+    }
+
+    #[test]
+    fn validate_checks_custom_scope_names() {
+        let with = |name| Policy::new().scope(Scope::Custom(name)).validate();
+        for valid in ["tenant", "api-key_2", "users", "0"] {
+            assert_eq!(with(valid), Ok(()), "{valid}");
+        }
+        for invalid in ["", "Tenant", "api key", "tenant:1", "é", "user\n"] {
+            assert_eq!(with(invalid), Err(PolicyError::InvalidScopeName(invalid)));
+        }
+        for reserved in ["user", "global"] {
+            assert_eq!(
+                with(reserved),
+                Err(PolicyError::ReservedScopeName(reserved))
+            );
+            assert_eq!(
+                with(reserved).unwrap_err().to_string(),
+                format!(
+                    "the custom scope name `{reserved}` is reserved: use `Scope::User` or \
+                     `Scope::Global`, or another name"
+                )
+            );
+        }
     }
 }

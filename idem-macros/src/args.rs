@@ -362,25 +362,29 @@ fn scope(argument: &Argument, literal: &LitStr, value: &str) -> syn::Result<Scop
             r#"`"user"`, `"global"` or `"custom(<name>)"`"#,
         ));
     };
+    match custom_scope_name_error(name) {
+        Some(message) => Err(syn::Error::new_spanned(literal, message)),
+        None => Ok(Scope::Custom(name.to_owned())),
+    }
+}
+
+/// What is wrong with a custom scope name, if anything. The rules are `Policy::validate`'s
+/// in idem-core, which also checks the policy the expansion builds; this spells them out on
+/// the literal, and a test keeps the two in agreement.
+pub(crate) fn custom_scope_name_error(name: &str) -> Option<String> {
     let valid = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
     if name.is_empty() || !name.chars().all(valid) {
-        return Err(syn::Error::new_spanned(
-            literal,
-            format!(
-                "invalid custom scope name `{name}`; use lowercase letters, digits, `_` and `-`"
-            ),
+        return Some(format!(
+            "invalid custom scope name `{name}`; use lowercase letters, digits, `_` and `-`"
         ));
     }
     if name == "user" || name == "global" {
         // `Scope::Custom("user")` would hash its keys like `Scope::User` does.
-        return Err(syn::Error::new_spanned(
-            literal,
-            format!(
-                "the custom scope name `{name}` is reserved; use `scope = \"{name}\"` or another name"
-            ),
+        return Some(format!(
+            "the custom scope name `{name}` is reserved; use `scope = \"{name}\"` or another name"
         ));
     }
-    Ok(Scope::Custom(name.to_owned()))
+    None
 }
 
 fn on_conflict(argument: &Argument, literal: &LitStr, value: &str) -> syn::Result<Option<u64>> {
@@ -567,6 +571,32 @@ mod tests {
             values(quote!(scope = "custom(api-key_2)")),
             [("scope", Value::Scope(Scope::Custom("api-key_2".into())))]
         );
+    }
+
+    /// The macro's spelled-out rules for custom scope names are `Policy::validate`'s.
+    #[test]
+    fn custom_scope_names_follow_policy_validate() {
+        use idem_core::{Policy, Scope};
+
+        let mut names: Vec<String> = (0u8..=127)
+            .map(|byte| char::from(byte).to_string())
+            .collect();
+        names.extend(
+            [
+                "", "user", "global", "users", "global-2", "tenant", "Tenant", "api key", "é",
+                "a.b",
+            ]
+            .map(str::to_owned),
+        );
+        for name in names {
+            let leaked: &'static str = Box::leak(name.clone().into_boxed_str());
+            let runtime = Policy::new()
+                .scope(Scope::Custom(leaked))
+                .validate()
+                .is_ok();
+            let macro_ = custom_scope_name_error(&name).is_none();
+            assert_eq!(macro_, runtime, "{name:?}");
+        }
     }
 
     #[test]

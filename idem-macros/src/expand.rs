@@ -1,18 +1,24 @@
-//! Code generation: the handler becomes a constant of type `Idempotent<(T1, .., Tn)>`.
+//! Code generation: the handler becomes a constant of type
+//! `Idempotent<fn(T1, .., Tn) -> HandlerFuture<Output>>`.
 //!
 //! ```text
 //! #[allow(non_upper_case_globals)]
-//! pub const create_payment: ::idem_core::__private::Idempotent<(State<Db>, Json<New>)> = {
-//!     async fn create_payment(State(db): State<Db>, Json(new): Json<New>) -> Response { .. }
+//! pub const create_payment: ::idem_core::__private::Idempotent<
+//!     fn(State<Db>, Json<New>) -> ::idem_core::__private::HandlerFuture<Payment>,
+//! > = {
+//!     async fn create_payment(State(db): State<Db>, Json(new): Json<New>) -> Payment { .. }
 //!     ::idem_core::__private::Idempotent::new(
 //!         ::idem_core::__private::Policy::new().ttl(..),
-//!         |(__idem_arg0, __idem_arg1)| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+//!         |__idem_arg0, __idem_arg1| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+//!         || ::idem_core::__private::LastArgument::<Json<New>>::NEW.runs_on_replay(),
 //!     )
 //! };
 //! ```
 //!
 //! The original function is nested unchanged in the constant's initializer, so its body,
-//! spans and error messages are the user's own. The constant is what the router names.
+//! spans and error messages are the user's own; one that names `Self` is emitted next to the
+//! constant instead, as a hidden associated function. The constant is what the router names,
+//! and it dereferences to the `fn` pointer, so it is called like the function.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -87,38 +93,132 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
         constant: constant_attrs,
         function: function_attrs,
     } = split_attributes(attrs);
+    let ident = sig.ident.clone();
+    // An associated function that names `Self` cannot be nested in the constant (rustc's
+    // E0401): it becomes a hidden associated function next to it, called as `Self::..`.
+    let associated = mentions_self(&sig, &block);
+    let original = if associated {
+        format_ident!("__idem_{}", ident, span = ident.span())
+    } else {
+        ident.clone()
+    };
     let inner = ItemFn {
         attrs: function_attrs,
         vis: Visibility::Inherited,
         modifiers: Default::default(),
-        sig,
+        sig: syn::Signature {
+            ident: original.clone(),
+            ..sig
+        },
         block,
     };
-    let ident = &inner.sig.ident;
     let arguments = (0..types.len())
         .map(|index| format_ident!("__idem_arg{index}"))
         .collect::<Vec<_>>();
+    let output = Output::of(&inner.sig.output);
     // A handler whose future is not `Send`, or whose output is not a response, is reported
     // on its return type (or its name), not on generated code.
     let output_span = match &inner.sig.output {
         ReturnType::Type(_, output) => output.span(),
         ReturnType::Default => ident.span(),
     };
+    let path = if associated {
+        quote!(Self::#original)
+    } else {
+        quote!(#original)
+    };
+    let boxed = output.boxing(output_span);
     let call = quote_spanned! {output_span=>
-        ::idem_core::__private::boxed(#ident(#(#arguments),*))
+        ::idem_core::__private::#boxed(#path(#(#arguments),*))
+    };
+    let future = output.future();
+    let handler_type = quote!(::idem_core::__private::Idempotent<fn(#(#types),*) -> #future>);
+    let last = match types.last() {
+        Some(last) => quote!(#last),
+        None => quote!(()),
     };
     let policy = policy(args);
-    quote! {
-        #(#constant_attrs)*
-        #[allow(non_upper_case_globals)]
-        #vis const #ident: ::idem_core::__private::Idempotent<(#(#types,)*)> = {
+    let constructor = quote! {
+        ::idem_core::__private::Idempotent::new(
+            #policy,
+            |#(#arguments),*| #call,
+            || ::idem_core::__private::LastArgument::<#last>::NEW.runs_on_replay(),
+        )
+    };
+    if associated {
+        quote! {
+            #[doc(hidden)]
             #inner
-            ::idem_core::__private::Idempotent::new(
-                #policy,
-                |(#(#arguments,)*)| #call,
-            )
-        };
+            #(#constant_attrs)*
+            #[allow(non_upper_case_globals)]
+            #vis const #ident: #handler_type = #constructor;
+        }
+    } else {
+        quote! {
+            #(#constant_attrs)*
+            #[allow(non_upper_case_globals)]
+            #vis const #ident: #handler_type = {
+                #inner
+                #constructor
+            };
+        }
     }
+}
+
+/// The output of the original function, as the `fn` pointer of the constant returns it.
+enum Output {
+    /// A type that can be named: the direct call returns it.
+    Named(TokenStream),
+    /// `impl IntoResponse`, or a type with an `impl Trait` inside: it cannot be named, so the
+    /// direct call returns the `Response` it turns into.
+    Opaque,
+}
+
+impl Output {
+    fn of(output: &ReturnType) -> Self {
+        match output {
+            ReturnType::Default => Self::Named(quote!(())),
+            ReturnType::Type(_, output) => {
+                let mut impl_traits = validate::ImplTraits::default();
+                syn::visit::Visit::visit_type(&mut impl_traits, output);
+                if impl_traits.0.is_empty() {
+                    Self::Named(quote!(#output))
+                } else {
+                    Self::Opaque
+                }
+            }
+        }
+    }
+
+    /// `HandlerFuture<O>`, the boxed future of the original function.
+    fn future(&self) -> TokenStream {
+        match self {
+            Self::Named(output) => quote!(::idem_core::__private::HandlerFuture<#output>),
+            Self::Opaque => quote!(::idem_core::__private::HandlerFuture),
+        }
+    }
+
+    /// The `__private` function that boxes the original's future into [`Self::future`],
+    /// spanned where a bound it puts on the output should be reported.
+    fn boxing(&self, span: Span) -> proc_macro2::Ident {
+        match self {
+            Self::Named(_) => format_ident!("boxed", span = span),
+            Self::Opaque => format_ident!("boxed_response", span = span),
+        }
+    }
+}
+
+/// Whether the function names `Self` anywhere, macro arguments included: then it is an
+/// associated function.
+fn mentions_self(sig: &syn::Signature, block: &syn::Block) -> bool {
+    fn search(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            proc_macro2::TokenTree::Ident(ident) => ident == "Self",
+            proc_macro2::TokenTree::Group(group) => search(group.stream()),
+            _ => false,
+        })
+    }
+    search(quote!(#sig)) || search(quote!(#block))
 }
 
 /// `Policy::new()` and one setter per argument the user gave: the defaults live in

@@ -1,162 +1,9 @@
 //! `#[idempotent]`: makes one axum handler idempotent under the `Idempotency-Key` header.
 //!
 //! Use it through `idem-core`, which re-exports it as `idem_core::idempotent` (feature
-//! `macros`, on by default). The macro only describes the handler's policy; the runtime in
-//! `idem-core` does the work, and [`docs/macro.md`] explains the design.
-//!
-//! ```
-//! use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
-//! use idem_core::{Idempotency, MemoryStore, idempotent};
-//! use serde_json::{Value, json};
-//! use tower::ServiceExt;
-//!
-//! #[derive(Clone)]
-//! struct Db;
-//!
-//! /// Creates a payment. A retry with the same `Idempotency-Key` gets the first response.
-//! #[idempotent(ttl = "24h", scope = "global")]
-//! async fn create_payment(State(_db): State<Db>, Json(request): Json<Value>)
-//!     -> (StatusCode, Json<Value>)
-//! {
-//!     (StatusCode::CREATED, Json(json!({ "id": 1, "amount": request["amount"] })))
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let idem = Idempotency::new(MemoryStore::default());
-//! let app: Router = Router::new()
-//!     .route("/payments", post(create_payment))
-//!     .with_state(Db)
-//!     // The runtime is found as a request extension.
-//!     .layer(Extension(idem));
-//!
-//! let request = || {
-//!     axum::http::Request::post("/payments")
-//!         .header("content-type", "application/json")
-//!         .header("idempotency-key", "8e03978e-40d5-43e8-bc93-6894a57f9324")
-//!         .body(axum::body::Body::from(r#"{"amount": 9800}"#))
-//!         .unwrap()
-//! };
-//! let first = app.clone().oneshot(request()).await.unwrap();
-//! assert_eq!(first.status(), StatusCode::CREATED);
-//! let retry = app.oneshot(request()).await.unwrap();
-//! assert_eq!(retry.status(), StatusCode::CREATED);
-//! assert_eq!(retry.headers()["idempotent-replayed"], "true");
-//! # }
-//! ```
-//!
-//! # Arguments
-//!
-//! All are optional, and checked when the handler compiles: a typo or a malformed value is
-//! a compile error on that token, and the runtime receives typed values.
-//!
-//! | argument | values | default |
-//! | --- | --- | --- |
-//! | `ttl` | a duration: how long a completed response is replayed | `"24h"` |
-//! | `scope` | `"user"`, `"global"`, `"custom(<name>)"`: whose keys these are | `"user"` |
-//! | `required` | `true`: no key is 400; `false`: no key runs without idempotency | `true` |
-//! | `lease` | a duration: how long an in-flight request blocks its key without a heartbeat | `"60s"` |
-//! | `on_conflict` | `"reject"`: 409 at once; `"wait(<duration>)"`: wait for the first result | `"reject"` |
-//! | `store_server_errors` | `false`: a 5xx releases the key; `true`: it is stored and replayed | `false` |
-//! | `fingerprint` | `"json"`: canonical JSON (key order ignored); `"raw"`: the body bytes | `"json"` |
-//! | `on_store_error` | `"fail"`: 503 when the store is down; `"run"`: run without idempotency | `"fail"` |
-//! | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
-//!
-//! A duration is one or more `<number><unit>` groups with the units `ms`, `s`, `m`, `h` and
-//! `d`: `"250ms"`, `"90s"`, `"1h 30m"`, `"7d"`. It must be positive, and `ttl` at least as
-//! long as `lease`. A custom scope name is lowercase letters, digits, `_` and `-`; its
-//! principal comes from the runtime's `ResolvePrincipal`.
-//!
-//! # What it expands to
-//!
-//! The handler becomes a constant of type `idem_core::__private::Idempotent<(T1, .., Tn)>`,
-//! the tuple of its argument types, which implements axum's `Handler`: the route names it as
-//! before (`post(create_payment)`), and axum checks the extractors against the router's
-//! state where the route is added. The original function is nested, unchanged, inside the
-//! constant:
-//!
-//! ```text
-//! #[allow(non_upper_case_globals)]
-//! const create_payment: ::idem_core::__private::Idempotent<(State<Db>, Json<Value>)> = {
-//!     async fn create_payment(State(_db): State<Db>, Json(request): Json<Value>) -> ... { ... }
-//!     ::idem_core::__private::Idempotent::new(
-//!         ::idem_core::__private::Policy::new()
-//!             .ttl(::idem_core::__private::Duration::from_secs(86400))
-//!             .scope(::idem_core::__private::Scope::Global),
-//!         |(__idem_arg0, __idem_arg1)| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
-//!     )
-//! };
-//! ```
-//!
-//! The policy names only the arguments given; the defaults are `Policy::new()`'s. The
-//! handler's parts extractors run before its key is claimed and its body extractor after; a
-//! rejection (bad JSON, a failed validation) stores nothing and releases the key, so the
-//! client can fix the body and retry the same key.
-//!
-//! A handler must be a free `async fn` whose argument types can be named: no `self`, no
-//! generics, no `impl Trait` arguments, at most 16 arguments (as axum allows).
-//!
-//! # Installing the runtime
-//!
-//! An annotated handler finds the runtime, `idem_core::Idempotency`, as a request extension:
-//! add `.layer(axum::Extension(idem))` to the router, after the routes it covers. Without it
-//! the handler answers 500 Problem Details (`misconfigured`) and logs an error.
-//!
-//! # Whose key is it
-//!
-//! With `scope = "user"` (the default), a key belongs to the request's principal, and a
-//! request without one is answered 401 Problem Details. By default the principal is the
-//! `idem_core::Principal` request extension, inserted by the application's authentication:
-//!
-//! - a middleware, before the handler runs;
-//! - or an extractor among the handler's arguments: the principal is read once every
-//!   extractor that reads only the request's parts has run, in any position, and before a
-//!   body extractor (`Json`, `Bytes`, `Form`), which axum requires to come last.
-//!
-//! ```
-//! use axum::{extract::FromRequestParts, http::{StatusCode, request::Parts}, Json};
-//! use idem_core::{Principal, idempotent};
-//!
-//! struct User(String);
-//!
-//! impl<S: Send + Sync> FromRequestParts<S> for User {
-//!     type Rejection = StatusCode;
-//!
-//!     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, StatusCode> {
-//!         let id = parts.headers.get("x-user").and_then(|v| v.to_str().ok())
-//!             .ok_or(StatusCode::UNAUTHORIZED)?.to_owned();
-//!         // Tell idem whose keys this request uses.
-//!         parts.extensions.insert(Principal::new(id.as_str()));
-//!         Ok(User(id))
-//!     }
-//! }
-//!
-//! #[idempotent]
-//! async fn create_order(user: User, Json(order): Json<serde_json::Value>) -> String {
-//!     format!("{} ordered {order}", user.0)
-//! }
-//! # let _: axum::Router = axum::Router::new().route("/orders", axum::routing::post(create_order));
-//! ```
-//!
-//! For a custom scope (`"custom(tenant)"`), or to find the user another way, install a
-//! `ResolvePrincipal` with `Idempotency::builder(store).principal_resolver(..)`.
-//! `scope = "global"` needs no principal: one key space for every caller, for
-//! machine-to-machine APIs whose keys are secret or whose results are not.
-//!
-//! # Other attributes
-//!
-//! Doc comments, `#[cfg]`, lint levels (`#[allow]`, `#[expect]`, ...) and `#[deprecated]`
-//! go on the constant, which is what the route and the docs see; lint levels reach the
-//! nested function from there. Every other attribute (`#[tracing::instrument]`,
-//! `#[inline]`, ...) stays on the nested function, and `#[cfg_attr]` is split by the same
-//! rule.
-//!
-//! Attribute macros run from the top down. One that must see the handler as a module-level
-//! function (`#[utoipa::path]`, which generates an item next to it) goes *above*
-//! `#[idempotent]`; one that rewrites the function itself (`#[tracing::instrument]`,
-//! `#[axum::debug_handler]`) may go below, where it applies to the nested function.
-//!
-//! [`docs/macro.md`]: https://github.com/idem-rs/idem/blob/main/docs/macro.md
+//! `macros`, on by default); its arguments and behaviour are documented on the attribute,
+//! [`idempotent`]. The macro only describes the handler's policy; the runtime in
+//! `idem-core` does the work.
 
 mod args;
 mod duration;
@@ -168,20 +15,221 @@ mod tests;
 
 use proc_macro::TokenStream;
 
-/// Makes an axum handler idempotent under the `Idempotency-Key` header.
+/// Makes an axum handler idempotent under the `Idempotency-Key` header: the first request with
+/// a key runs the handler and its response is stored; a retry with the same key gets that
+/// response back, marked `Idempotent-Replayed: true`, without running the handler again.
 ///
 /// ```
-/// use axum::{Json, http::StatusCode};
-/// use idem_core::idempotent;
+/// use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
+/// use idem_core::{Idempotency, MemoryStore, idempotent};
+/// use serde_json::{Value, json};
+/// use tower::ServiceExt;
 ///
-/// #[idempotent(ttl = "24h", scope = "global", on_conflict = "wait(5s)")]
-/// async fn create_transfer(Json(transfer): Json<serde_json::Value>) -> (StatusCode, String) {
-///     (StatusCode::CREATED, transfer.to_string())
+/// #[derive(Clone)]
+/// struct Db;
+///
+/// /// Creates a payment. A retry with the same `Idempotency-Key` gets the first response.
+/// #[idempotent(ttl = "24h", scope = "global")]
+/// async fn create_payment(State(_db): State<Db>, Json(request): Json<Value>)
+///     -> (StatusCode, Json<Value>)
+/// {
+///     (StatusCode::CREATED, Json(json!({ "id": 1, "amount": request["amount"] })))
 /// }
-/// # let _: axum::Router = axum::Router::new().route("/transfers", axum::routing::post(create_transfer));
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let idem = Idempotency::new(MemoryStore::default());
+/// let app: Router = Router::new()
+///     .route("/payments", post(create_payment))
+///     .with_state(Db)
+///     // The runtime is found as a request extension.
+///     .layer(Extension(idem));
+///
+/// let request = || {
+///     axum::http::Request::post("/payments")
+///         .header("content-type", "application/json")
+///         .header("idempotency-key", "8e03978e-40d5-43e8-bc93-6894a57f9324")
+///         .body(axum::body::Body::from(r#"{"amount": 9800}"#))
+///         .unwrap()
+/// };
+/// let first = app.clone().oneshot(request()).await.unwrap();
+/// assert_eq!(first.status(), StatusCode::CREATED);
+/// let retry = app.oneshot(request()).await.unwrap();
+/// assert_eq!(retry.status(), StatusCode::CREATED);
+/// assert_eq!(retry.headers()["idempotent-replayed"], "true");
+/// # }
 /// ```
 ///
-/// The arguments, their values and defaults are in the [crate documentation](crate).
+/// # Arguments
+///
+/// All are optional, and checked when the handler compiles: a typo or a malformed value is
+/// a compile error on that token, and the runtime receives typed values.
+///
+/// | argument | values | default |
+/// | --- | --- | --- |
+/// | `ttl` | a duration: how long a completed response is replayed | `"24h"` |
+/// | `scope` | `"user"`, `"global"`, `"custom(<name>)"`: whose keys these are | `"user"` |
+/// | `required` | `true`: no key is 400; `false`: no key runs without idempotency | `true` |
+/// | `lease` | a duration: how long an in-flight request blocks its key without a heartbeat | `"60s"` |
+/// | `on_conflict` | `"reject"`: 409 at once; `"wait(<duration>)"`: wait for the first result | `"reject"` |
+/// | `store_server_errors` | `false`: a 5xx releases the key; `true`: it is stored and replayed | `false` |
+/// | `fingerprint` | `"json"`: canonical JSON (key order ignored); `"raw"`: the body bytes | `"json"` |
+/// | `on_store_error` | `"fail"`: 503 when the store is down; `"run"`: run without idempotency | `"fail"` |
+/// | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
+///
+/// A duration is one or more `<number><unit>` groups with the units `ms`, `s`, `m`, `h` and
+/// `d`: `"250ms"`, `"90s"`, `"1h 30m"`, `"7d"`. It must be positive, and `ttl` at least as
+/// long as `lease`. A custom scope name is lowercase letters, digits, `_` and `-`, and
+/// neither `user` nor `global`: the rules of `Policy::validate`, which the layer applies
+/// too. Its principal comes from the runtime's `ResolvePrincipal`.
+///
+/// # What a replay checks
+///
+/// A stored response is answered only to a request that passed every check that guarded the
+/// first execution:
+///
+/// - every extractor that reads only the request's parts (authentication, `Path`, `Query`,
+///   headers, `State`) runs before the key is claimed, on every request, replays included;
+/// - the body extractor (the last argument) runs before the claim too, on every request, on
+///   the body the runtime has already buffered: a custom `FromRequest` that checks a
+///   signature over the body is such a **guard**, with no annotation. Its rejection is
+///   answered as it is; nothing is claimed or stored;
+/// - unless its type implements `idem_core::PureBody`, as axum's `Json`, `Form`, `RawForm`,
+///   `Bytes`, `String` and `Body` do: such an extractor only parses the body, which the
+///   fingerprint has already compared, so it runs after the claim and a replay skips it. Its
+///   rejection (bad JSON) releases the key: the client can fix the body and retry the same
+///   key.
+///
+/// Checks written inside the handler's body cannot run again, since a replay does not run the
+/// handler: put each check that decides who may have the result in an extractor. The module
+/// `idem_core::extract` has a signed webhook as its example.
+///
+/// # Calling it in a test
+///
+/// An annotated handler is called as the function it was written as, and returns what the
+/// function returns (a `Response` when it returns `impl IntoResponse`, whose type cannot be
+/// named):
+///
+/// ```
+/// # use axum::{Json, http::StatusCode};
+/// # use idem_core::idempotent;
+/// # #[idempotent(scope = "global")]
+/// # async fn create_transfer(Json(transfer): Json<serde_json::Value>) -> (StatusCode, String) {
+/// #     (StatusCode::CREATED, transfer.to_string())
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let (status, body) = create_transfer(Json(serde_json::json!({ "amount": 5 }))).await;
+/// assert_eq!(status, StatusCode::CREATED);
+/// # assert_eq!(body, r#"{"amount":5}"#);
+/// # }
+/// ```
+///
+/// Such a call runs the function alone, without idempotency: a test of the idempotent
+/// behaviour sends requests through a router.
+///
+/// # What it expands to
+///
+/// The handler becomes a constant of type
+/// `idem_core::__private::Idempotent<fn(T1, .., Tn) -> HandlerFuture<Output>>`, which
+/// implements axum's `Handler`: the route names it as before (`post(create_payment)`), and
+/// axum checks the extractors against the router's state where the route is added. The
+/// constant dereferences to its `fn` pointer, which is why it can be called. The original
+/// function is nested, unchanged, inside the constant:
+///
+/// ```text
+/// #[allow(non_upper_case_globals)]
+/// const create_payment: ::idem_core::__private::Idempotent<
+///     fn(State<Db>, Json<Value>) -> ::idem_core::__private::HandlerFuture<(StatusCode, Json<Value>)>,
+/// > = {
+///     async fn create_payment(State(_db): State<Db>, Json(request): Json<Value>) -> ... { ... }
+///     ::idem_core::__private::Idempotent::new(
+///         ::idem_core::__private::Policy::new()
+///             .ttl(::idem_core::__private::Duration::from_secs(86400))
+///             .scope(::idem_core::__private::Scope::Global),
+///         |__idem_arg0, __idem_arg1| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+///         || ::idem_core::__private::LastArgument::<Json<Value>>::NEW.runs_on_replay(),
+///     )
+/// };
+/// ```
+///
+/// The policy names only the arguments given; the defaults are `Policy::new()`'s, and
+/// `Idempotent::new` checks it with `Policy::validate` where the constant is compiled. The
+/// last line asks whether the last argument's type is a `PureBody`.
+///
+/// An associated function (in an `impl` block) works too, and a route names it
+/// `post(Payments::create)`. One that names `Self` is not nested but kept as a hidden
+/// associated function next to the constant, because a nested function cannot see `Self`.
+///
+/// A handler must be an `async fn` whose argument types can be named: no `self`, no
+/// generics, no `impl Trait` arguments, at most 16 arguments (as axum allows).
+///
+/// # Installing the runtime
+///
+/// An annotated handler finds the runtime, `idem_core::Idempotency`, as a request extension:
+/// add `.layer(axum::Extension(idem))` to the router, after the routes it covers. Without it
+/// the handler answers 500 Problem Details (`misconfigured`) and logs an error.
+///
+/// # Whose key is it
+///
+/// With `scope = "user"` (the default), a key belongs to the request's principal, and a
+/// request without one is answered 401 Problem Details. By default the principal is the
+/// `idem_core::Principal` request extension, inserted by the application's authentication:
+///
+/// - a middleware, before the handler runs;
+/// - or an extractor among the handler's arguments: the principal is read once every
+///   extractor that reads only the request's parts has run, in any position, and before a
+///   body extractor (`Json`, `Bytes`, `Form`), which axum requires to come last.
+///
+/// ```
+/// use axum::{extract::FromRequestParts, http::{StatusCode, request::Parts}, Json};
+/// use idem_core::{Principal, idempotent};
+///
+/// struct User(String);
+///
+/// impl<S: Send + Sync> FromRequestParts<S> for User {
+///     type Rejection = StatusCode;
+///
+///     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, StatusCode> {
+///         let id = parts.headers.get("x-user").and_then(|v| v.to_str().ok())
+///             .ok_or(StatusCode::UNAUTHORIZED)?.to_owned();
+///         // Tell idem whose keys this request uses.
+///         parts.extensions.insert(Principal::new(id.as_str()));
+///         Ok(User(id))
+///     }
+/// }
+///
+/// #[idempotent]
+/// async fn create_order(user: User, Json(order): Json<serde_json::Value>) -> String {
+///     format!("{} ordered {order}", user.0)
+/// }
+/// # let _: axum::Router = axum::Router::new().route("/orders", axum::routing::post(create_order));
+/// ```
+///
+/// For a custom scope (`"custom(tenant)"`), or to find the user another way, install a
+/// `ResolvePrincipal` with `Idempotency::builder(store).principal_resolver(..)`.
+/// `scope = "global"` needs no principal: one key space for every caller, for
+/// machine-to-machine APIs whose keys are secret or whose results are not.
+///
+/// # Other attributes
+///
+/// Doc comments, `#[cfg]`, lint levels (`#[allow]`, `#[expect]`, ...) and `#[deprecated]`
+/// go on the constant, which is what the route and the docs see; lint levels reach the
+/// nested function from there. Every other attribute (`#[tracing::instrument]`,
+/// `#[inline]`, ...) stays on the nested function, and `#[cfg_attr]` is split by the same
+/// rule.
+///
+/// Attribute macros run from the top down. One that must see the handler as a module-level
+/// function (`#[utoipa::path]`, which generates an item next to it) goes *above*
+/// `#[idempotent]`; one that rewrites the function itself (`#[tracing::instrument]`) goes
+/// below, where it applies to the nested function. `#[axum::debug_handler]` works in either
+/// place: above, it checks the function as written and calls the constant as a function;
+/// below, it checks the nested function (give it `state = ..` when the state is not named by
+/// a `State` argument).
+///
+/// The design, and what each choice costs, is in [`docs/macro.md`].
+///
+/// [`docs/macro.md`]: https://github.com/idem-rs/idem/blob/main/docs/macro.md
 #[proc_macro_attribute]
 pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(args.into(), item.into()).into()

@@ -147,6 +147,21 @@ fn every_argument() {
 }
 
 #[test]
+fn an_associated_function_that_names_self() {
+    snapshot(
+        "associated_self",
+        quote! {
+            /// Creates a payment in this shop.
+            #[idempotent(scope = "global")]
+            #[tracing::instrument(skip(shop))]
+            async fn create(State(shop): State<Self>, Json(new): Json<NewPayment>) -> Json<Payment> {
+                Json(shop.insert(new).await)
+            }
+        },
+    );
+}
+
+#[test]
 fn an_error_keeps_the_function_as_written() {
     let output = expand(
         quote!(tll = "24h"),
@@ -230,7 +245,10 @@ fn the_docs_show_the_current_expansion() {
 fn table_rows(text: &str) -> Vec<(String, String)> {
     text.lines()
         .filter_map(|line| {
-            let line = line.trim_start_matches("//!").trim();
+            let line = line
+                .trim_start_matches("///")
+                .trim_start_matches("//!")
+                .trim();
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
             let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
             let default = cells.get(3)?.strip_prefix('`')?.strip_suffix('`')?;
@@ -246,7 +264,12 @@ fn the_argument_tables_are_the_macros() {
         .map(|argument| (argument.name.to_owned(), argument.default.to_owned()))
         .collect::<Vec<_>>();
     let docs = fs::read_to_string(manifest_dir().join("../docs/macro.md")).unwrap();
-    let crate_docs = include_str!("lib.rs");
+    // The attribute's own documentation, which idem-core re-exports with it.
+    let attribute_docs = include_str!("lib.rs");
     assert_eq!(table_rows(&docs), arguments, "docs/macro.md");
-    assert_eq!(table_rows(crate_docs), arguments, "the crate documentation");
+    assert_eq!(
+        table_rows(attribute_docs),
+        arguments,
+        "the attribute's documentation"
+    );
 }

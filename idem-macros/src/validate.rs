@@ -102,7 +102,7 @@ pub(crate) fn handler(function: &ItemFn) -> syn::Result<Vec<&Type>> {
 
 /// The `impl Trait` types inside a type.
 #[derive(Default)]
-struct ImplTraits<'ast>(Vec<&'ast TypeImplTrait>);
+pub(crate) struct ImplTraits<'ast>(pub(crate) Vec<&'ast TypeImplTrait>);
 
 impl<'ast> Visit<'ast> for ImplTraits<'ast> {
     fn visit_type_impl_trait(&mut self, impl_trait: &'ast TypeImplTrait) {

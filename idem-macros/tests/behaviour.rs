@@ -17,24 +17,26 @@ use async_trait::async_trait;
 use axum::{
     Extension, Json, Router,
     body::{Body, Bytes},
-    extract::{FromRequestParts, Request, State},
+    extract::{FromRequest, FromRequestParts, Request, State},
     http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts},
     middleware::{self, Next},
     response::Response,
     routing::post,
 };
 use idem_core::{
-    Idempotency, MemoryStore, Principal, Scope, StoreKey, idempotent,
+    Idempotency, MemoryStore, Principal, PureBody, Scope, StoreKey, idempotent,
     replay::StoredResponse,
     store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-/// What the handlers share: how often they ran, and how long each run takes.
+/// What the handlers share: how often they ran, how often their own body extractors ran,
+/// and how long each run takes.
 #[derive(Clone, Default)]
 struct Counter {
     runs: Arc<AtomicUsize>,
+    extractions: Arc<AtomicUsize>,
     delay: Duration,
 }
 
@@ -48,6 +50,10 @@ impl Counter {
 
     fn runs(&self) -> usize {
         self.runs.load(Ordering::SeqCst)
+    }
+
+    fn extractions(&self) -> usize {
+        self.extractions.load(Ordering::SeqCst)
     }
 
     /// Counts a run, takes its time, and answers 201 with the run number.
@@ -211,6 +217,117 @@ async fn authenticate(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
+/// The toy signature of a body that [`Signed`] checks: its length and byte sum.
+fn signature(body: &[u8]) -> String {
+    let sum: u64 = body.iter().map(|&byte| u64::from(byte)).sum();
+    format!("len={};sum={sum}", body.len())
+}
+
+/// A body signed by its sender, checked over the raw bytes: a body extractor of the
+/// application's own that does not implement `PureBody`, so a guard.
+struct Signed(Value);
+
+impl FromRequest<Counter> for Signed {
+    type Rejection = (StatusCode, &'static str);
+
+    async fn from_request(request: Request, counter: &Counter) -> Result<Self, Self::Rejection> {
+        counter.extractions.fetch_add(1, Ordering::SeqCst);
+        let claimed = request.headers().get("x-signature").cloned();
+        let body = Bytes::from_request(request, counter)
+            .await
+            .map_err(|_| (StatusCode::BAD_REQUEST, "unreadable body"))?;
+        if claimed.as_ref().and_then(|value| value.to_str().ok()) != Some(&signature(&body)) {
+            return Err((StatusCode::UNAUTHORIZED, "bad signature"));
+        }
+        let event =
+            serde_json::from_slice(&body).map_err(|_| (StatusCode::BAD_REQUEST, "not JSON"))?;
+        Ok(Self(event))
+    }
+}
+
+#[idempotent(scope = "global", fingerprint = "raw")]
+async fn signed_event(
+    State(counter): State<Counter>,
+    Signed(event): Signed,
+) -> (StatusCode, Json<Value>) {
+    counter.run(event).await
+}
+
+/// A body parsed and nothing else: it says so with `PureBody`, and replays skip it.
+struct Parsed(Value);
+
+impl FromRequest<Counter> for Parsed {
+    type Rejection = (StatusCode, &'static str);
+
+    async fn from_request(request: Request, counter: &Counter) -> Result<Self, Self::Rejection> {
+        counter.extractions.fetch_add(1, Ordering::SeqCst);
+        let body = Bytes::from_request(request, counter)
+            .await
+            .map_err(|_| (StatusCode::BAD_REQUEST, "unreadable body"))?;
+        let value =
+            serde_json::from_slice(&body).map_err(|_| (StatusCode::BAD_REQUEST, "not JSON"))?;
+        Ok(Self(value))
+    }
+}
+
+impl PureBody for Parsed {}
+
+#[idempotent(scope = "global")]
+async fn parsed_payment(
+    State(counter): State<Counter>,
+    Parsed(body): Parsed,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+/// Handlers as associated functions, one of which names `Self`.
+struct Payments;
+
+impl Payments {
+    fn label(answer: (StatusCode, Json<Value>)) -> (StatusCode, Json<Value>) {
+        let (status, Json(mut body)) = answer;
+        body["by"] = json!("Payments");
+        (status, Json(body))
+    }
+
+    #[idempotent(scope = "global")]
+    async fn create(
+        State(counter): State<Counter>,
+        Json(body): Json<Value>,
+    ) -> (StatusCode, Json<Value>) {
+        Self::label(counter.run(body).await)
+    }
+
+    #[idempotent(scope = "global")]
+    async fn create_plain(
+        State(counter): State<Counter>,
+        Json(body): Json<Value>,
+    ) -> (StatusCode, Json<Value>) {
+        counter.run(body).await
+    }
+}
+
+/// `#[axum::debug_handler]` above `#[idempotent]` checks the function as written, and
+/// calls it directly, as it would call a plain handler.
+#[axum::debug_handler]
+#[idempotent(scope = "global")]
+async fn debugged_above(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
+/// Below, it checks the original function, nested in the handler.
+#[idempotent(scope = "global")]
+#[axum::debug_handler(state = Counter)]
+async fn debugged_below(
+    State(counter): State<Counter>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    counter.run(body).await
+}
+
 fn routes(counter: &Counter) -> Router {
     Router::new()
         .route("/user", post(user_payment))
@@ -227,6 +344,12 @@ fn routes(counter: &Counter) -> Router {
         .route("/panic", post(panics_once))
         .route("/extractor-auth", post(extractor_auth))
         .route("/extractor-auth-last", post(extractor_auth_last))
+        .route("/signed", post(signed_event))
+        .route("/parsed", post(parsed_payment))
+        .route("/associated", post(Payments::create))
+        .route("/associated-plain", post(Payments::create_plain))
+        .route("/debugged-above", post(debugged_above))
+        .route("/debugged-below", post(debugged_below))
         .layer(middleware::from_fn(authenticate))
         .with_state(counter.clone())
 }
@@ -750,4 +873,143 @@ async fn without_the_runtime_a_handler_answers_500_misconfigured() {
         .await
         .assert_problem(StatusCode::INTERNAL_SERVER_ERROR, "misconfigured");
     assert_eq!(counter.runs(), 0);
+}
+
+// ---- what a replay checks ----
+
+/// A delivery of `body` to `/signed` with `key`, signed with `signature` (none: unsigned).
+fn delivery(key: &str, body: &str, signature: Option<&str>) -> Request {
+    let request = post_to("/signed", Some(key), body);
+    match signature {
+        Some(signature) => with_header(request, "x-signature", signature),
+        None => request,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_body_extractor_runs_before_every_replay() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let signed = signature(BODY.as_bytes());
+    let first = send(&app, delivery("evt-1", BODY, Some(&signed))).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!((counter.runs(), counter.extractions()), (1, 1));
+
+    let unsigned = send(&app, delivery("evt-1", BODY, None)).await;
+    assert_eq!(unsigned.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(unsigned.body, "bad signature");
+    assert!(
+        !unsigned.replayed(),
+        "no stored result without the signature"
+    );
+
+    let forged = send(&app, delivery("evt-1", BODY, Some("len=32;sum=0"))).await;
+    assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        !forged.replayed(),
+        "no stored result with a wrong signature"
+    );
+
+    let redelivered = send(&app, delivery("evt-1", BODY, Some(&signed))).await;
+    assert!(redelivered.replayed());
+    assert_eq!(redelivered.body, first.body);
+    assert_eq!(counter.runs(), 1, "the handler ran once");
+    assert_eq!(counter.extractions(), 4, "the guard ran for every request");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guards_rejection_claims_nothing() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let forged = send(&app, delivery("evt-2", BODY, Some("len=1;sum=1"))).await;
+    assert_eq!(forged.status, StatusCode::UNAUTHORIZED);
+    // Had the forged delivery claimed the key, this would be a 409 or a replay.
+    let signed = signature(BODY.as_bytes());
+    let genuine = send(&app, delivery("evt-2", BODY, Some(&signed))).await;
+    assert_eq!(genuine.status, StatusCode::CREATED);
+    assert!(!genuine.replayed());
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pure_body_extractor_is_skipped_on_a_replay() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let first = send(&app, post_to("/parsed", Some("p-1"), BODY)).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(counter.extractions(), 1);
+    let retry = send(&app, post_to("/parsed", Some("p-1"), BODY)).await;
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    assert_eq!(
+        counter.extractions(),
+        1,
+        "the replay did not parse the body"
+    );
+    assert_eq!(counter.runs(), 1);
+
+    // Its rejection releases the key: the fixed body runs under the same key.
+    let broken = send(&app, post_to("/parsed", Some("p-2"), "{")).await;
+    assert_eq!(broken.status, StatusCode::BAD_REQUEST);
+    let fixed = send(&app, post_to("/parsed", Some("p-2"), BODY)).await;
+    assert_eq!(fixed.status, StatusCode::CREATED);
+    assert!(!fixed.replayed());
+    assert_eq!(counter.extractions(), 3);
+}
+
+#[test]
+fn the_expansion_knows_which_last_arguments_are_guards() {
+    assert!(signed_event.last_runs_on_replay());
+    assert!(!parsed_payment.last_runs_on_replay());
+    assert!(!global_payment.last_runs_on_replay(), "Json is pure");
+    assert!(
+        extractor_auth_last.last_runs_on_replay(),
+        "a parts extractor"
+    );
+}
+
+// ---- the handler as a function ----
+
+#[tokio::test]
+async fn an_annotated_handler_is_called_like_the_function_it_was() {
+    let counter = Counter::default();
+    let (status, Json(body)) =
+        global_payment(State(counter.clone()), Json(json!({ "amount": 1 }))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(body, json!({ "run": 1, "request": { "amount": 1 } }));
+    assert_eq!(counter.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_associated_function_may_name_self() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    let first = send(&app, post_to("/associated", Some("a-1"), BODY)).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(first.json()["by"], "Payments");
+    let retry = send(&app, post_to("/associated", Some("a-1"), BODY)).await;
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    let plain = send(&app, post_to("/associated-plain", Some("a-1"), BODY)).await;
+    assert_eq!(plain.status, StatusCode::CREATED);
+    assert!(!plain.replayed(), "another route, another key");
+    assert_eq!(counter.runs(), 2);
+
+    let (_, Json(direct)) = Payments::create(State(counter.clone()), Json(json!({}))).await;
+    assert_eq!(direct["by"], "Payments");
+    assert_eq!(direct["run"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn debug_handler_goes_above_or_below() {
+    let counter = Counter::default();
+    let app = app(&runtime(), &counter);
+    for path in ["/debugged-above", "/debugged-below"] {
+        let first = send(&app, post_to(path, Some("d-1"), BODY)).await;
+        assert_eq!(first.status, StatusCode::CREATED, "{path}");
+        let retry = send(&app, post_to(path, Some("d-1"), BODY)).await;
+        assert!(retry.replayed(), "{path} is idempotent");
+        assert_eq!(retry.body, first.body);
+    }
+    assert_eq!(counter.runs(), 2);
 }

@@ -367,7 +367,7 @@ async fn a_takeover_fences_the_transactional_completion_and_rolls_its_writes_bac
     let first = first.await.unwrap();
     let problem = first.problem(409);
     assert!(
-        problem["detail"].as_str().unwrap().contains("took over"),
+        problem["detail"].as_str().unwrap().contains("took it over"),
         "{problem}"
     );
     assert_eq!(

@@ -1,5 +1,12 @@
-//! The bank the shop talks to, simulated: it takes its time, it can be down, and it signs
-//! the webhooks it sends.
+//! The bank the shop talks to: it takes its time, it can be down, and it signs the webhooks
+//! it sends.
+//!
+//! Transfers go over HTTP to the bank's own service ([`crate::bank_service`]), itself
+//! idempotent, through [`idem_core::client`]: the shop sends each transfer under a key derived
+//! from the shop's own operation (the user and the key the user sent), so that a transfer the
+//! shop runs again (its client retried after the shop lost its record) moves the money once.
+//! Refunds are simulated in process: they show a failure whose outcome is unknown, which the
+//! shop stores rather than retries.
 //!
 //! The delays make the interesting cases visible: a transfer takes
 //! `SHOP_TRANSFER_DELAY_MS` (10 s by default, as in the seed article's demo), long enough
@@ -14,23 +21,50 @@ use std::{
 };
 
 use hmac::{Hmac, KeyInit, Mac};
+use idem_core::{
+    IdempotencyKey,
+    client::{ClientError, RetryPolicy},
+};
 use sha2::Sha256;
+use tokio::sync::OnceCell;
+
+use crate::bank_service::{BankServer, BankTransfer, TransferOrder};
+
+/// The shop's account at the bank: the bearer token it sends.
+pub const SHOP_ACCOUNT: &str = "shop";
 
 /// The header a bank webhook carries its signature in: `sha256=<hex HMAC of the body>`.
 pub const SIGNATURE_HEADER: &str = "bank-signature";
 
-/// The simulated bank. Cheap to clone; clones share whether the bank is down.
+/// The bank. Cheap to clone; clones share whether the bank is down, and the connection to it.
 #[derive(Clone, Debug)]
 pub struct Bank {
     transfer_delay: Duration,
     refund_delay: Duration,
     webhook_secret: Arc<str>,
     down: Arc<AtomicBool>,
+    line: Arc<Line>,
+}
+
+/// How the shop reaches the bank's service.
+#[derive(Debug)]
+struct Line {
+    http: reqwest::Client,
+    policy: RetryPolicy,
+    /// `SHOP_BANK_URL`, when the bank is elsewhere.
+    url: Option<String>,
+    /// The bank this shop started, on first use, when no URL was given.
+    own: OnceCell<BankServer>,
 }
 
 /// The bank did not confirm an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BankUnavailable;
+
+/// A transfer the bank did not confirm: no answer, or an error answer, after the client's
+/// retries. Whether the money moved is for the next attempt with the same key to find out.
+#[derive(Debug)]
+pub struct TransferFailed(pub String);
 
 impl Bank {
     /// A bank that answers transfers after `transfer_delay`, refunds after `refund_delay`,
@@ -41,7 +75,34 @@ impl Bank {
             refund_delay,
             webhook_secret: webhook_secret.into(),
             down: Arc::default(),
+            line: Arc::new(Line {
+                http: reqwest::Client::new(),
+                policy: RetryPolicy::new(),
+                url: None,
+                own: OnceCell::new(),
+            }),
         }
+    }
+
+    /// The same bank, reached at `url` (`http://127.0.0.1:4000`) rather than started by the
+    /// shop.
+    pub fn at(mut self, url: &str) -> Self {
+        self.line = Arc::new(Line {
+            http: reqwest::Client::new(),
+            policy: RetryPolicy::new(),
+            url: Some(url.trim_end_matches('/').to_owned()),
+            own: OnceCell::new(),
+        });
+        self
+    }
+
+    /// Where the bank's service is: the configured URL, or the one this shop started (`None`
+    /// until the first transfer starts it).
+    pub fn url(&self) -> Option<&str> {
+        self.line
+            .url
+            .as_deref()
+            .or_else(|| self.line.own.get().map(BankServer::url))
     }
 
     /// Takes the bank down (refunds fail with [`BankUnavailable`]) or brings it back.
@@ -49,9 +110,39 @@ impl Bank {
         self.down.store(down, Ordering::SeqCst);
     }
 
-    /// Sends a transfer. Always accepted, after the transfer delay.
-    pub async fn transfer(&self) {
-        tokio::time::sleep(self.transfer_delay).await;
+    /// Orders a transfer under `key`, retrying through timeouts, 409 and 5xx with that key:
+    /// the bank moves the money once per key, however often it is asked.
+    pub async fn transfer(
+        &self,
+        key: &IdempotencyKey,
+        order: &TransferOrder,
+    ) -> Result<BankTransfer, TransferFailed> {
+        let failed = |error: &dyn std::fmt::Display| TransferFailed(error.to_string());
+        let base = match &self.line.url {
+            Some(url) => url.as_str(),
+            None => self
+                .line
+                .own
+                .get_or_try_init(|| BankServer::start(self.transfer_delay))
+                .await
+                .map_err(|error| failed(&format!("the bank could not start: {error}")))?
+                .url(),
+        };
+        let request = self
+            .line
+            .http
+            .post(format!("{base}/transfers"))
+            .bearer_auth(SHOP_ACCOUNT)
+            .json(order);
+        let answer = self
+            .line
+            .policy
+            .send_with_key(key, request)
+            .await
+            .map_err(|error: ClientError| failed(&error))?;
+        answer
+            .json()
+            .map_err(|error| failed(&format!("the bank's answer is not a transfer: {error}")))
     }
 
     /// Asks for a refund, which takes the refund delay, and fails while the bank is down.

@@ -4,14 +4,19 @@
 //! | --- | --- | --- | --- |
 //! | listen address | `--addr` | `SHOP_ADDR` | `127.0.0.1:3000` |
 //! | idempotency store | | `IDEM_STORE` | `memory` |
-//! | transfer delay | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
+//! | transfer delay (at the bank) | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
+//! | payment delay (the card network) | | `SHOP_PAYMENT_DELAY_MS` | `0` |
+//! | the bank's URL | | `SHOP_BANK_URL` | a bank the shop starts on a loopback port |
 //! | refund delay | | `SHOP_REFUND_DELAY_MS` | `1000` |
 //! | webhook secret | | `SHOP_WEBHOOK_SECRET` | `whsec_demo` |
 //! | bank down (refunds fail) | | `SHOP_BANK_DOWN` | `0` |
+//! | idle timeout | | `SHOP_IDLE_TIMEOUT_MS` | `20000` |
+//! | header-read timeout | | `SHOP_HEADER_READ_TIMEOUT_MS` | `10000` |
+//! | connection bound | | `SHOP_MAX_CONNECTIONS` | `512` |
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
-use crate::{Settings, backend::StoreChoice};
+use crate::{ConnectionLimits, Settings, backend::StoreChoice};
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -29,9 +34,19 @@ options:
 environment:
   IDEM_STORE              memory (default), redis://host:6379 or postgres://user@host/db
   SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
+  SHOP_PAYMENT_DELAY_MS   how long the card network takes per payment (default 0)
+  SHOP_BANK_URL           the bank's service, as http://127.0.0.1:4000 (default: the shop
+                          starts one in its own process, on a loopback port)
   SHOP_REFUND_DELAY_MS    how long the bank takes per refund (default 1000)
   SHOP_WEBHOOK_SECRET     the key of the bank's webhook signatures (default whsec_demo)
   SHOP_BANK_DOWN          1: the bank fails every refund (default 0)
+  SHOP_IDLE_TIMEOUT_MS    close a connection that sends nothing for this long,
+                          new or between requests (default 20000)
+  SHOP_HEADER_READ_TIMEOUT_MS
+                          close a connection whose request head takes longer
+                          than this to arrive (default 10000)
+  SHOP_MAX_CONNECTIONS    connections served at once; more wait to be accepted
+                          (default 512)
   RUST_LOG                log filter (default info)
 ";
 
@@ -46,6 +61,8 @@ pub struct Config {
     pub settings: Settings,
     /// Whether the bank starts down.
     pub bank_down: bool,
+    /// The timeouts and the bound of client connections.
+    pub connections: ConnectionLimits,
 }
 
 /// What the command line asked for.
@@ -121,8 +138,51 @@ impl Config {
                     }),
             }
         };
+        let positive_millis = |name: &str, default: Duration| -> Result<Duration, ConfigError> {
+            let value = millis(name, default)?;
+            if value.is_zero() {
+                return Err(ConfigError(format!(
+                    "{name}=0 would close every connection at once; use 1 or more milliseconds"
+                )));
+            }
+            Ok(value)
+        };
+        let connections = ConnectionLimits {
+            idle_timeout: positive_millis(
+                "SHOP_IDLE_TIMEOUT_MS",
+                ConnectionLimits::DEFAULT_IDLE_TIMEOUT,
+            )?,
+            header_read_timeout: positive_millis(
+                "SHOP_HEADER_READ_TIMEOUT_MS",
+                ConnectionLimits::DEFAULT_HEADER_READ_TIMEOUT,
+            )?,
+            max_connections: match var("SHOP_MAX_CONNECTIONS") {
+                None => ConnectionLimits::DEFAULT_MAX_CONNECTIONS,
+                Some(value) => value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|&bound: &usize| bound > 0)
+                    .ok_or_else(|| {
+                        ConfigError(format!(
+                            "SHOP_MAX_CONNECTIONS={value:?} is not a number of connections (1 or more)"
+                        ))
+                    })?,
+            },
+        };
         let settings = Settings {
             transfer_delay: millis("SHOP_TRANSFER_DELAY_MS", Settings::DEFAULT_TRANSFER_DELAY)?,
+            payment_delay: millis("SHOP_PAYMENT_DELAY_MS", Settings::DEFAULT_PAYMENT_DELAY)?,
+            bank_url: match var("SHOP_BANK_URL").map(|url| url.trim().to_owned()) {
+                None => None,
+                Some(url) if url.is_empty() => None,
+                Some(url) if url.starts_with("http://") || url.starts_with("https://") => Some(url),
+                Some(url) => {
+                    return Err(ConfigError(format!(
+                        "SHOP_BANK_URL={url:?} is not an http:// URL, as in http://127.0.0.1:4000"
+                    )));
+                }
+            },
             refund_delay: millis("SHOP_REFUND_DELAY_MS", Settings::DEFAULT_REFUND_DELAY)?,
             webhook_secret: var("SHOP_WEBHOOK_SECRET")
                 .unwrap_or_else(|| Settings::DEFAULT_WEBHOOK_SECRET.to_owned()),
@@ -140,6 +200,7 @@ impl Config {
             store,
             settings,
             bank_down,
+            connections,
         })))
     }
 }
@@ -175,6 +236,7 @@ mod tests {
         assert_eq!(config.settings, Settings::default());
         assert_eq!(config.settings.transfer_delay, Duration::from_secs(10));
         assert!(!config.bank_down);
+        assert_eq!(config.connections, ConnectionLimits::default());
     }
 
     #[test]
@@ -195,6 +257,8 @@ mod tests {
             &[
                 ("IDEM_STORE", "postgres://postgres@127.0.0.1/test"),
                 ("SHOP_TRANSFER_DELAY_MS", "1500"),
+                ("SHOP_PAYMENT_DELAY_MS", "250"),
+                ("SHOP_BANK_URL", "http://127.0.0.1:4000"),
                 ("SHOP_REFUND_DELAY_MS", "0"),
                 ("SHOP_WEBHOOK_SECRET", "whsec_x"),
                 ("SHOP_BANK_DOWN", "1"),
@@ -202,9 +266,34 @@ mod tests {
         );
         assert!(matches!(config.store, StoreChoice::Postgres(_)));
         assert_eq!(config.settings.transfer_delay, Duration::from_millis(1500));
+        assert_eq!(config.settings.payment_delay, Duration::from_millis(250));
+        assert_eq!(
+            config.settings.bank_url.as_deref(),
+            Some("http://127.0.0.1:4000")
+        );
         assert_eq!(config.settings.refund_delay, Duration::ZERO);
         assert_eq!(config.settings.webhook_secret, "whsec_x");
         assert!(config.bank_down);
+    }
+
+    #[test]
+    fn variables_set_the_connection_limits() {
+        let config = config(
+            &[],
+            &[
+                ("SHOP_IDLE_TIMEOUT_MS", "1500"),
+                ("SHOP_HEADER_READ_TIMEOUT_MS", " 250 "),
+                ("SHOP_MAX_CONNECTIONS", "64"),
+            ],
+        );
+        assert_eq!(
+            config.connections,
+            ConnectionLimits {
+                idle_timeout: Duration::from_millis(1500),
+                header_read_timeout: Duration::from_millis(250),
+                max_connections: 64,
+            }
+        );
     }
 
     #[test]
@@ -216,6 +305,28 @@ mod tests {
             (&[], &[("SHOP_TRANSFER_DELAY_MS", "10s")], "milliseconds"),
             (&[], &[("IDEM_STORE", "sqlite://x")], "names no store"),
             (&[], &[("SHOP_BANK_DOWN", "yes")], "use 1 or 0"),
+            (
+                &[],
+                &[("SHOP_IDLE_TIMEOUT_MS", "0")],
+                "1 or more milliseconds",
+            ),
+            (
+                &[],
+                &[("SHOP_HEADER_READ_TIMEOUT_MS", "1s")],
+                "milliseconds",
+            ),
+            (&[], &[("SHOP_MAX_CONNECTIONS", "0")], "1 or more"),
+            (
+                &[],
+                &[("SHOP_MAX_CONNECTIONS", "many")],
+                "number of connections",
+            ),
+            (&[], &[("SHOP_PAYMENT_DELAY_MS", "1s")], "milliseconds"),
+            (
+                &[],
+                &[("SHOP_BANK_URL", "127.0.0.1:4000")],
+                "not an http:// URL",
+            ),
         ] {
             let error = parse(args, vars).unwrap_err();
             assert!(

@@ -9,6 +9,11 @@
 //! Under `#[idempotent]` a body refused here stores nothing (the runtime releases the key it
 //! claimed for the request): the client fixes the body and sends it again with the same
 //! `Idempotency-Key`, as the seed article advises.
+//!
+//! [`ValidJson`] implements [`idem_core::PureBody`]: its verdict depends on nothing but the
+//! body and its `Content-Type`, so a replay, whose body the fingerprint has already found
+//! equal to the first request's, skips parsing it. Authentication is not its job: it is the
+//! shop's middleware's, which runs before every request.
 
 use axum::{
     body::Bytes,
@@ -25,7 +30,11 @@ use crate::problem::{FieldError, ShopProblem, ShopProblemKind};
 #[derive(Debug, Clone)]
 pub struct ValidJson<T>(pub T);
 
-/// The rules a request body must keep beyond its types: ranges, formats.
+/// Parsing and validating a body reads the body alone; a replay skips it.
+impl<T> idem_core::PureBody for ValidJson<T> {}
+
+/// The rules a request body must keep beyond its types: ranges, formats. They see the
+/// value alone, never the request or the state: a replay skips them (see [`ValidJson`]).
 pub trait Validate {
     /// Every field that breaks a rule, or `Ok` when none does.
     fn validate(&self) -> Result<(), Vec<FieldError>>;

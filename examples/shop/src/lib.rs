@@ -3,7 +3,7 @@
 //!
 //! The binary (`cargo run -p shop`) reads its [`Config`] from the environment and the command
 //! line, opens the store named by `IDEM_STORE` ([`Backend`]), and serves [`app`] with
-//! [`serve`]. The tests in `tests/` build the same router and serve it on a loopback port.
+//! [`serve`], within [`ConnectionLimits`]. The tests in `tests/` build the same router and serve it on a loopback port.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -13,13 +13,16 @@
 //! let shop = Shop::new(backend.ledger.clone(), Settings::default());
 //! let router = shop::app(shop, backend.idem.clone());
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-//! shop::serve(listener, router, backend.idem.clone(), shop::shutdown_signal()).await?;
+//! let limits = shop::ConnectionLimits::default();
+//! shop::serve(listener, router, backend.idem.clone(), limits, shop::shutdown_signal()).await?;
 //! # Ok(()) }
 //! ```
 
 pub mod auth;
 pub mod backend;
 pub mod bank;
+pub mod bank_service;
+pub mod checkout;
 pub mod config;
 pub mod health;
 pub mod json;
@@ -30,10 +33,11 @@ pub mod payments;
 pub mod problem;
 pub mod receipts;
 pub mod refunds;
+pub mod server;
 pub mod transfers;
 pub mod webhooks;
 
-use std::{fmt, future::Future, io, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use axum::{
     Extension, Router,
@@ -42,7 +46,6 @@ use axum::{
     routing::{get, post},
 };
 use idem_core::Idempotency;
-use tokio::net::TcpListener;
 
 use crate::{
     auth::User,
@@ -51,13 +54,21 @@ use crate::{
     problem::{ShopProblem, ShopProblemKind},
     receipts::Mailer,
 };
-pub use crate::{backend::Backend, config::Config};
+pub use crate::{
+    backend::Backend,
+    config::Config,
+    server::{ConnectionLimits, serve},
+};
 
 /// How the shop behaves, apart from where it keeps its data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// How long the bank takes to accept a transfer.
     pub transfer_delay: Duration,
+    /// How long the card network takes to approve a payment.
+    pub payment_delay: Duration,
+    /// Where the bank's service is; `None`: the shop starts one in its own process.
+    pub bank_url: Option<String>,
     /// How long the bank takes to confirm a refund.
     pub refund_delay: Duration,
     /// The key the bank signs its webhooks with.
@@ -69,6 +80,8 @@ pub struct Settings {
 impl Settings {
     /// The default transfer delay: 10 seconds, as in the seed article's demo.
     pub const DEFAULT_TRANSFER_DELAY: Duration = Duration::from_secs(10);
+    /// The default payment delay: none.
+    pub const DEFAULT_PAYMENT_DELAY: Duration = Duration::ZERO;
     /// The default refund delay: 1 second.
     pub const DEFAULT_REFUND_DELAY: Duration = Duration::from_secs(1);
     /// The default webhook secret. A demo value: a real one is a secret.
@@ -81,6 +94,8 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             transfer_delay: Self::DEFAULT_TRANSFER_DELAY,
+            payment_delay: Self::DEFAULT_PAYMENT_DELAY,
+            bank_url: None,
             refund_delay: Self::DEFAULT_REFUND_DELAY,
             webhook_secret: Self::DEFAULT_WEBHOOK_SECRET.to_owned(),
             body_limit: Self::DEFAULT_BODY_LIMIT,
@@ -103,13 +118,18 @@ struct Inner {
 }
 
 impl Shop {
-    /// A shop keeping its data in `ledger`.
+    /// A shop keeping its data in `ledger`. Its bank is the one at `settings.bank_url`, or
+    /// one it starts on a loopback port at its first transfer.
     pub fn new(ledger: Ledger, settings: Settings) -> Self {
         let bank = Bank::new(
             settings.transfer_delay,
             settings.refund_delay,
             &settings.webhook_secret,
         );
+        let bank = match &settings.bank_url {
+            Some(url) => bank.at(url),
+            None => bank,
+        };
         Self {
             inner: Arc::new(Inner {
                 ledger,
@@ -204,32 +224,6 @@ async fn method_not_allowed(request: Request) -> ShopProblem {
             request.method()
         ),
     )
-}
-
-/// Serves `router` on `listener` until `shutdown` completes, then lets every running handler
-/// finish and store its result, including those whose client has gone.
-///
-/// axum's graceful shutdown stops accepting connections and waits for the requests in
-/// progress; [`Idempotency::shutdown`] then waits for the handlers that carry on after their
-/// client disconnected (a timed-out transfer, say), so the client's retry finds the result.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    idem: Idempotency,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    let running = idem.running();
-    if running > 0 {
-        tracing::info!(
-            running,
-            "waiting for running handlers to store their results"
-        );
-    }
-    idem.shutdown().await;
-    Ok(())
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

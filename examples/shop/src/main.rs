@@ -48,6 +48,7 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         listener,
         router,
         backend.idem.clone(),
+        config.connections,
         shop::shutdown_signal(),
     )
     .await?;
@@ -59,11 +60,19 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
 /// Where the shop listens, what it stores where, and a few requests to paste.
 fn banner(addr: &str, backend: &Backend, config: &Config) -> String {
     let delay = config.settings.transfer_delay.as_millis();
-    let bank = if config.bank_down {
-        "\nthe bank is down: refunds fail with 502 (SHOP_BANK_DOWN=1)"
-    } else {
-        ""
+    let payment_delay = config.settings.payment_delay.as_millis();
+    let mut bank = match &config.settings.bank_url {
+        Some(url) => format!("\ntransfers go to the bank at {url} (SHOP_BANK_URL)"),
+        None => "\ntransfers go to a bank this process starts on a loopback port".to_owned(),
     };
+    if payment_delay > 0 {
+        bank.push_str(&format!(
+            "\npayments take {payment_delay} ms (SHOP_PAYMENT_DELAY_MS)"
+        ));
+    }
+    if config.bank_down {
+        bank.push_str("\nthe bank is down: refunds fail with 502 (SHOP_BANK_DOWN=1)");
+    }
     format!(
         "shop: listening on http://{addr}
 idempotency records: {records}
@@ -75,7 +84,8 @@ try it (each new operation gets a new key; a retry sends the same one):
   curl -i $H/payments -H \"$A\" -H 'Content-Type: application/json' -H \"Idempotency-Key: $K\" -d '{{\"amount\":9800,\"currency\":\"JPY\"}}'
   curl -i $H/payments -H \"$A\" -H 'Content-Type: application/json' -H \"Idempotency-Key: $K\" -d '{{\"amount\":9800,\"currency\":\"JPY\"}}'   # the same answer, Idempotent-Replayed: true
   curl -i $H/payments -H \"$A\" -H 'Content-Type: application/json' -H \"Idempotency-Key: $K\" -d '{{\"amount\":1200,\"currency\":\"JPY\"}}'   # 422: the key is already used
-  curl -s $H/payments -H \"$A\"",
+  curl -s $H/payments -H \"$A\"
+or pay with the client, which retries with one key: cargo run -p shop --bin checkout -- --url $H --user alice --amount 9800 --currency JPY",
         records = backend.records,
         ledger = backend.ledger.describe(),
     )

@@ -1,11 +1,14 @@
 //! `GET /openapi.json`: the OpenAPI 3.1 document of the shop, generated from the handlers'
 //! `#[utoipa::path]` attributes.
 //!
-//! Every idempotent operation lists the `Idempotency-Key` header (required or not, as its
-//! `#[idempotent]` says) and, added here in one place, the answers the idempotency runtime
+//! Every idempotent operation lists the `Idempotency-Key` header (required or not, strict or
+//! lenient, as its `#[idempotent]` says), whose schema admits exactly the values the service
+//! accepts (`key_schema`, tested against the key parser), and, added here in one place, the answers the idempotency runtime
 //! gives on every such route: `Idempotent-Replayed` on a replayed success, and the Problem
 //! Details of a malformed key (400), a request in flight (409), a body over the limit (413),
 //! a reused key (422) and a failed handler (500).
+
+mod key_schema;
 
 use std::sync::LazyLock;
 
@@ -16,9 +19,9 @@ use axum::{
 use utoipa::{
     IntoParams, Modify, OpenApi,
     openapi::{
-        self, Content, Ref, RefOr, ResponseBuilder,
+        self, Content, Ref, RefOr, Required, ResponseBuilder, Schema,
         header::Header,
-        path::Operation,
+        path::{Operation, Parameter, ParameterBuilder, ParameterIn},
         schema::{ObjectBuilder, Type},
         security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme},
     },
@@ -30,54 +33,75 @@ use crate::{
     receipts, refunds, transfers, webhooks,
 };
 
-/// The header of an operation that requires a key.
-#[derive(Debug, IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct IdempotencyKeyHeader {
-    /// A new unique value for each operation (a UUID, say), and the same value on every retry
-    /// of it. 1 to 255 visible ASCII characters, sent as an RFC 9651 sf-string
-    /// (`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, the IETF draft) or bare
-    /// (`8e03978e-40d5-43e8-bc93-6894a57f9324`, as Stripe sends it): both name the same key.
-    /// Required: a request without one is answered 400.
-    #[param(
-        rename = "Idempotency-Key",
-        min_length = 1,
-        max_length = 257,
-        example = "\"8e03978e-40d5-43e8-bc93-6894a57f9324\""
-    )]
-    pub key: String,
+/// The `Idempotency-Key` header of an operation that requires a key, for `params(...)`.
+#[derive(Debug)]
+pub struct IdempotencyKeyHeader;
+
+impl IntoParams for IdempotencyKeyHeader {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![key_header(
+            Required::True,
+            "A new unique value for each operation (a UUID, say), and the same value on every \
+             retry of it. 1 to 255 visible ASCII characters, sent as an RFC 9651 sf-string \
+             (`\"8e03978e-40d5-43e8-bc93-6894a57f9324\"`, the IETF draft) or bare \
+             (`8e03978e-40d5-43e8-bc93-6894a57f9324`, as Stripe sends it): both name the same \
+             key. A bare key cannot contain a comma; a quoted one can. Required: a request \
+             without one is answered 400.",
+            "\"8e03978e-40d5-43e8-bc93-6894a57f9324\"",
+            key_schema::lenient(),
+        )]
+    }
 }
 
-/// The header of an operation where a key is optional.
-#[derive(Debug, IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct OptionalIdempotencyKeyHeader {
-    /// Optional: without one the request simply runs; with one, a retry gets the first
-    /// answer. 1 to 255 visible ASCII characters, as an RFC 9651 sf-string (`"abc"`) or bare
-    /// (`abc`): both name the same key.
-    #[param(
-        rename = "Idempotency-Key",
-        min_length = 1,
-        max_length = 257,
-        example = "8e03978e-40d5-43e8-bc93-6894a57f9324"
-    )]
-    pub key: Option<String>,
+/// The `Idempotency-Key` header of an operation where a key is optional, for `params(...)`.
+#[derive(Debug)]
+pub struct OptionalIdempotencyKeyHeader;
+
+impl IntoParams for OptionalIdempotencyKeyHeader {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![key_header(
+            Required::False,
+            "Optional: without one the request simply runs; with one, a retry gets the first \
+             answer. 1 to 255 visible ASCII characters, as an RFC 9651 sf-string (`\"abc\"`) or \
+             bare (`abc`): both name the same key.",
+            "8e03978e-40d5-43e8-bc93-6894a57f9324",
+            key_schema::lenient(),
+        )]
+    }
 }
 
-/// The header of an operation that takes only the IETF draft's spelling.
-#[derive(Debug, IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct StrictIdempotencyKeyHeader {
-    /// Required, and only as an RFC 9651 sf-string: a double-quoted string of 1 to 255
-    /// visible ASCII characters (`"evt_1NG8Du2eZvKYlo2C"`). A bare key is answered 400.
-    #[param(
-        rename = "Idempotency-Key",
-        min_length = 3,
-        max_length = 257,
-        pattern = "^\"[\\x21-\\x7E]{1,255}\"$",
-        example = "\"evt_1NG8Du2eZvKYlo2C\""
-    )]
-    pub key: String,
+/// The `Idempotency-Key` header of an operation that takes only the IETF draft's spelling, for
+/// `params(...)`.
+#[derive(Debug)]
+pub struct StrictIdempotencyKeyHeader;
+
+impl IntoParams for StrictIdempotencyKeyHeader {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![key_header(
+            Required::True,
+            "Required, and only as an RFC 9651 sf-string: a double-quoted string of 1 to 255 \
+             visible ASCII characters (`\"evt_1NG8Du2eZvKYlo2C\"`). A bare key is answered 400.",
+            "\"evt_1NG8Du2eZvKYlo2C\"",
+            key_schema::strict(),
+        )]
+    }
+}
+
+/// The `Idempotency-Key` header with its schema, which [`key_schema`] keeps exact.
+fn key_header(
+    required: Required,
+    description: &str,
+    example: &str,
+    schema: impl Into<RefOr<Schema>>,
+) -> Parameter {
+    ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(required)
+        .description(Some(description))
+        .schema(Some(schema))
+        .example(Some(example.into()))
+        .build()
 }
 
 /// The OpenAPI document.

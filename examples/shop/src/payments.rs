@@ -77,6 +77,9 @@ pub async fn create_payment(
     mut tx: Tx,
     ValidJson(new): ValidJson<NewPayment>,
 ) -> Result<Created<Payment>, ShopError> {
+    // The card network's approval: none by default; `SHOP_PAYMENT_DELAY_MS` makes it long
+    // enough for a client to time out and retry.
+    tokio::time::sleep(shop.settings().payment_delay).await;
     let payment = Payment {
         id: new_id("pay"),
         amount: new.amount,

@@ -48,11 +48,13 @@ pub enum ShopProblemKind {
     InvalidSignature,
     /// 500: the shop failed (its database, say).
     Internal,
+    /// 431: the request has more header lines than the shop takes.
+    TooManyHeaders,
 }
 
 impl ShopProblemKind {
     /// Every kind, for the tests that keep the README and the OpenAPI document complete.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::Unauthenticated,
         Self::InvalidBody,
         Self::UnsupportedMediaType,
@@ -64,6 +66,7 @@ impl ShopProblemKind {
         Self::BankUnavailable,
         Self::InvalidSignature,
         Self::Internal,
+        Self::TooManyHeaders,
     ];
 
     /// The status code of this kind.
@@ -78,6 +81,7 @@ impl ShopProblemKind {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::BankUnavailable => StatusCode::BAD_GATEWAY,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::TooManyHeaders => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         }
     }
 
@@ -95,6 +99,7 @@ impl ShopProblemKind {
             Self::BankUnavailable => "The bank did not confirm the operation",
             Self::InvalidSignature => "The webhook signature is invalid",
             Self::Internal => "The shop failed",
+            Self::TooManyHeaders => "Too many header lines",
         }
     }
 
@@ -112,6 +117,7 @@ impl ShopProblemKind {
             Self::BankUnavailable => "bank-unavailable",
             Self::InvalidSignature => "invalid-signature",
             Self::Internal => "internal",
+            Self::TooManyHeaders => "too-many-headers",
         }
     }
 

@@ -50,8 +50,14 @@ impl Validate for BankEvent {
 }
 
 /// A webhook body whose signature is the bank's: the body extractor of [`bank_webhook`].
-/// A forged or broken delivery is refused here, before the handler runs, and stores nothing:
-/// the runtime releases the key.
+///
+/// It is what authenticates the bank, so it must run for every delivery, a redelivery of an
+/// event already applied included: a replay hands out the transfer, and must not hand it to
+/// whoever copied the event's key and body without the secret. It does not implement
+/// [`idem_core::PureBody`], so `#[idempotent]` runs it before the idempotency decision, on
+/// the body the runtime has buffered, for the first delivery and every retry alike. A
+/// forged, unsigned or broken delivery is refused here with 401 (or 400, 413, 415): the key
+/// is not claimed, nothing is stored, and no stored result is replayed to it.
 #[derive(Debug)]
 pub struct SignedEvent(pub BankEvent);
 
@@ -113,6 +119,10 @@ impl FromRequest<Shop> for SignedEvent {
 // keys, so a bare key is a client that is not the bank. `fingerprint = "raw"`: the payload is
 // signed as bytes, so a redelivery is the same bytes; a re-serialized body is not the event
 // that was signed. `ttl = "3d"`: the bank redelivers for up to three days.
+//
+// Safe to replay: `Tx` reads only the request's parts, and `SignedEvent` is a guard (it is
+// not a `PureBody`), so both run before the stored transfer is handed out, and a redelivery
+// gets it only with the bank's signature of these very bytes.
 #[idempotent(
     scope = "global",
     key_syntax = "strict",

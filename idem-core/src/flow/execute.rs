@@ -25,7 +25,7 @@ use crate::{
     policy::Policy,
     replay::{
         StoredResponse,
-        capture::{Captured, capture},
+        capture::{Capture, Captured, Unfinished, capture, finish},
     },
     scope::{Route, StoreKey},
     store::{LeaseToken, StoreError, StoreTransaction},
@@ -48,6 +48,8 @@ pub(super) struct Run {
 enum Finished {
     /// Its response is the operation's result: store it.
     Result(Captured),
+    /// Its response is the operation's result, and its body is still coming.
+    Unfinished(Unfinished),
     /// Its response is not to be stored (5xx, `NoStore`): release the key.
     NotAResult(Response),
     /// It panicked: release the key.
@@ -74,8 +76,9 @@ impl Run {
             if !counts_as_result(&policy, &response) {
                 return Finished::NotAResult(response);
             }
-            match capture(response, &policy).await {
-                Ok(captured) => Finished::Result(captured),
+            match capture(response, &policy) {
+                Ok(Capture::Done(captured)) => Finished::Result(captured),
+                Ok(Capture::Unfinished(unfinished)) => Finished::Unfinished(unfinished),
                 Err(_) => Finished::BodyFailed,
             }
         })
@@ -89,6 +92,24 @@ impl Run {
         };
         match finished {
             Finished::Result(captured) => self.complete(captured).await,
+            // A transaction commits before its caller sees anything: wait for the whole body.
+            Finished::Unfinished(unfinished) if self.context.transaction_begun() => {
+                let rest = AssertUnwindSafe(finish(unfinished, &policy)).catch_unwind();
+                let finished = tokio::select! {
+                    biased;
+                    finished = rest => finished,
+                    never = self.heartbeat() => match never {},
+                };
+                match finished {
+                    Ok(Ok(captured)) => self.complete(captured).await,
+                    Ok(Err(_)) => {
+                        self.fail(Outcome::Released, "its response body failed")
+                            .await
+                    }
+                    Err(_) => self.fail(Outcome::Panicked, "it panicked").await,
+                }
+            }
+            Finished::Unfinished(unfinished) => self.stream(unfinished),
             Finished::NotAResult(response) => {
                 let why = if response.status().is_server_error() {
                     "a server error is not stored"
@@ -107,14 +128,14 @@ impl Run {
     }
 
     /// Releases the key after the handler failed, and answers 500 Problem Details.
-    async fn fail(&self, outcome: Outcome, why: &str) -> Response {
+    pub(super) async fn fail(&self, outcome: Outcome, why: &str) -> Response {
         self.record(outcome, &format_args!("the handler failed: {why}"));
         let released = self.release("released after a failure").await;
         answer::handler_failed(&self.policy, why, released)
     }
 
     /// Renews the lease every third of it, for as long as it is polled. Never returns.
-    async fn heartbeat(&self) -> std::convert::Infallible {
+    pub(super) async fn heartbeat(&self) -> std::convert::Infallible {
         let every = (self.policy.lease / 3).max(Duration::from_millis(1));
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -160,7 +181,7 @@ impl Run {
     /// Completes the record on its own. If the store does not take it, the result stays
     /// pending in this process and the completion goes on in the background: the operation
     /// ran, and its caller gets the result now.
-    async fn complete_on_its_own(&self, record: StoredResponse) {
+    pub(super) async fn complete_on_its_own(&self, record: StoredResponse) {
         let completion =
             self.idem
                 .store()
@@ -285,7 +306,7 @@ impl Run {
 
     /// Rolls the handler's transaction back, if it opened one, and releases the key. A
     /// release the store does not answer goes on in the background.
-    async fn release(&self, why: &str) -> Released {
+    pub(super) async fn release(&self, why: &str) -> Released {
         if let Some(transaction) = self.context.take_transaction().await
             && let Err(error) = self.idem.call_store(transaction.rollback()).await
         {
@@ -337,11 +358,11 @@ impl Run {
         }
     }
 
-    fn record(&self, outcome: Outcome, detail: &dyn std::fmt::Display) {
+    pub(super) fn record(&self, outcome: Outcome, detail: &dyn std::fmt::Display) {
         observe::record(outcome, self.route.as_str(), Some(&self.key), detail);
     }
 
-    fn record_error(&self, outcome: Outcome, what: &str, error: &StoreError) {
+    pub(super) fn record_error(&self, outcome: Outcome, what: &str, error: &StoreError) {
         observe::record_error(outcome, self.route.as_str(), Some(&self.key), what, error);
     }
 }

@@ -17,6 +17,7 @@ mod background;
 mod detach;
 mod execute;
 pub(crate) mod pending;
+mod stream;
 
 use std::{future::Future, time::Duration};
 

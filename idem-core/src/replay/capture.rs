@@ -1,8 +1,12 @@
 //! Capturing a handler's response: buffer the body up to the cap, keep the storable headers.
+//!
+//! Capture never makes the first caller wait for a body that is still coming: what is there is
+//! read at once, and a body that is not all there yet (a stream, server-sent events) comes back
+//! [`Unfinished`], for the runtime to stream to the client while it captures the rest.
 
 use axum::{body::Body, response::Response};
 use bytes::{Bytes, BytesMut};
-use futures_util::{StreamExt, stream};
+use futures_util::{FutureExt, StreamExt, stream};
 use http::{HeaderMap, HeaderName, header};
 use http_body_util::BodyExt;
 
@@ -18,58 +22,147 @@ pub(crate) struct Captured {
     pub(crate) response: Response,
 }
 
-/// Buffers `response`'s body. A body over `policy.max_stored_body` is not kept: the record
-/// says so, and the caller's response streams the bytes read so far, then the rest.
-pub(crate) async fn capture(response: Response, policy: &Policy) -> Result<Captured, axum::Error> {
-    let (parts, mut body) = response.into_parts();
-    // Most handlers answer with one frame; the vector is only allocated for a second one.
-    let mut first: Option<Bytes> = None;
-    let mut more: Vec<Bytes> = Vec::new();
-    let mut len = 0usize;
-    while let Some(frame) = body.frame().await {
-        // Trailers are not stored: few handlers send them and a replay cannot promise them.
-        let Ok(data) = frame?.into_data() else {
-            continue;
-        };
-        len += data.len();
-        match first {
-            None => first = Some(data),
-            Some(_) => more.push(data),
-        }
-        if len > policy.max_stored_body {
-            let read = first.into_iter().chain(more).map(Ok::<_, axum::Error>);
-            let streamed = Body::from_stream(stream::iter(read).chain(body.into_data_stream()));
-            return Ok(Captured {
-                record: StoredResponse::omitted(parts.status),
-                response: Response::from_parts(parts, streamed),
-            });
-        }
-    }
-    let bytes = concat(first, more, len);
-    let record = StoredResponse::new(
-        parts.status,
-        storable_headers(&parts.headers, policy),
-        bytes.clone(),
-    );
-    Ok(Captured {
-        record,
-        response: Response::from_parts(parts, Body::from(bytes)),
-    })
+/// A response whose body was not all there when it was captured (a stream, server-sent
+/// events): the frames read so far, and the rest still to come.
+#[derive(Debug)]
+pub(crate) struct Unfinished {
+    pub(crate) parts: http::response::Parts,
+    pub(crate) read: BodyBuffer,
+    pub(crate) rest: Body,
 }
 
-/// One `Bytes` from the frames, copying only when there were several.
-fn concat(first: Option<Bytes>, more: Vec<Bytes>, len: usize) -> Bytes {
-    let Some(first) = first else {
-        return Bytes::new();
-    };
-    if more.is_empty() {
-        return first;
+/// How far capturing a response got without waiting.
+#[derive(Debug)]
+pub(crate) enum Capture {
+    /// The whole body was there (or more than the cap of it): done.
+    Done(Captured),
+    /// The body is still coming: the caller decides whether to wait for it or stream it.
+    Unfinished(Unfinished),
+}
+
+/// The data frames of a body read so far, and their length.
+#[derive(Debug, Default)]
+pub(crate) struct BodyBuffer {
+    // Most handlers answer with one frame; the vector is only allocated for a second one.
+    first: Option<Bytes>,
+    more: Vec<Bytes>,
+    len: usize,
+}
+
+impl BodyBuffer {
+    /// Adds a data frame.
+    pub(crate) fn push(&mut self, data: Bytes) {
+        self.len += data.len();
+        match self.first {
+            None => self.first = Some(data),
+            Some(_) => self.more.push(data),
+        }
     }
-    let mut joined = BytesMut::with_capacity(len);
-    joined.extend_from_slice(&first);
-    more.iter()
-        .for_each(|chunk| joined.extend_from_slice(chunk));
-    joined.freeze()
+
+    /// The bytes read so far.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The frames, in order.
+    pub(crate) fn into_frames(self) -> impl Iterator<Item = Bytes> {
+        self.first.into_iter().chain(self.more)
+    }
+
+    /// One `Bytes` of everything read, copying only when there were several frames.
+    pub(crate) fn into_bytes(self) -> Bytes {
+        let Some(first) = self.first else {
+            return Bytes::new();
+        };
+        if self.more.is_empty() {
+            return first;
+        }
+        let mut joined = BytesMut::with_capacity(self.len);
+        joined.extend_from_slice(&first);
+        self.more
+            .iter()
+            .for_each(|chunk| joined.extend_from_slice(chunk));
+        joined.freeze()
+    }
+}
+
+/// Reads `response`'s body as far as it is there without waiting.
+///
+/// A body that ends (the usual handler's single frame) is captured whole. A body over
+/// `policy.max_stored_body` is not kept: the record says so, and the caller's response
+/// streams the bytes read so far, then the rest. A body that is not all there yet is
+/// [`Unfinished`]: [`finish`] waits for it, or the runtime streams it to the client while it
+/// captures it.
+pub(crate) fn capture(response: Response, policy: &Policy) -> Result<Capture, axum::Error> {
+    let (parts, body) = response.into_parts();
+    let mut unfinished = Unfinished {
+        parts,
+        read: BodyBuffer::default(),
+        rest: body,
+    };
+    loop {
+        let Some(frame) = unfinished.rest.frame().now_or_never() else {
+            return Ok(Capture::Unfinished(unfinished));
+        };
+        match read(unfinished, frame, policy)? {
+            Read::More(more) => unfinished = more,
+            Read::Done(done) => return Ok(Capture::Done(done)),
+        }
+    }
+}
+
+/// Waits for the rest of an [`Unfinished`] body, capturing it as [`capture`] does.
+pub(crate) async fn finish(
+    mut unfinished: Unfinished,
+    policy: &Policy,
+) -> Result<Captured, axum::Error> {
+    loop {
+        let frame = unfinished.rest.frame().await;
+        match read(unfinished, frame, policy)? {
+            Read::More(more) => unfinished = more,
+            Read::Done(done) => return Ok(done),
+        }
+    }
+}
+
+enum Read {
+    More(Unfinished),
+    Done(Captured),
+}
+
+/// Takes one frame (or the end of the body) into the capture.
+fn read(
+    mut unfinished: Unfinished,
+    frame: Option<Result<http_body::Frame<Bytes>, axum::Error>>,
+    policy: &Policy,
+) -> Result<Read, axum::Error> {
+    let Some(frame) = frame else {
+        let Unfinished { parts, read, .. } = unfinished;
+        let bytes = read.into_bytes();
+        let record = StoredResponse::new(
+            parts.status,
+            storable_headers(&parts.headers, policy),
+            bytes.clone(),
+        );
+        return Ok(Read::Done(Captured {
+            record,
+            response: Response::from_parts(parts, Body::from(bytes)),
+        }));
+    };
+    // Trailers are not stored: few handlers send them and a replay cannot promise them.
+    if let Ok(data) = frame?.into_data() {
+        unfinished.read.push(data);
+    }
+    if unfinished.read.len() <= policy.max_stored_body {
+        return Ok(Read::More(unfinished));
+    }
+    let Unfinished { parts, read, rest } = unfinished;
+    let read = read.into_frames().map(Ok::<_, axum::Error>);
+    let streamed = Body::from_stream(stream::iter(read).chain(rest.into_data_stream()));
+    Ok(Read::Done(Captured {
+        record: StoredResponse::omitted(parts.status),
+        response: Response::from_parts(parts, streamed),
+    }))
 }
 
 /// Headers that describe one connection or one moment, never the response itself.
@@ -120,6 +213,14 @@ mod tests {
 
     use super::*;
 
+    /// Captures `response` whole, waiting for a body that is still coming.
+    async fn captured(response: Response, policy: &Policy) -> Captured {
+        match capture(response, policy).unwrap() {
+            Capture::Done(captured) => captured,
+            Capture::Unfinished(unfinished) => finish(unfinished, policy).await.unwrap(),
+        }
+    }
+
     fn response_with_headers(pairs: &[(&'static str, &'static str)]) -> Response {
         let mut response = (StatusCode::CREATED, "body").into_response();
         for (name, value) in pairs {
@@ -142,7 +243,7 @@ mod tests {
             ("x-request-id", "r1"),
             ("idempotent-replayed", "true"),
         ]);
-        let captured = capture(response, &Policy::new()).await.unwrap();
+        let captured = captured(response, &Policy::new()).await;
         let stored: Vec<_> = captured
             .record
             .headers()
@@ -161,7 +262,7 @@ mod tests {
             .replay_set_cookie(true)
             .exclude_headers(&EXCLUDED);
         let response = response_with_headers(&[("set-cookie", "a=1"), ("x-request-id", "r1")]);
-        let captured = capture(response, &policy).await.unwrap();
+        let captured = captured(response, &policy).await;
         assert_eq!(captured.record.headers()["set-cookie"], "a=1");
         assert!(!captured.record.headers().contains_key("x-request-id"));
     }
@@ -169,16 +270,14 @@ mod tests {
     #[tokio::test]
     async fn a_body_at_the_cap_is_kept_and_one_byte_over_is_streamed_whole() {
         let policy = Policy::new().max_stored_body(8);
-        let at_cap = capture((StatusCode::OK, "12345678").into_response(), &policy)
-            .await
-            .unwrap();
+        let at_cap = captured((StatusCode::OK, "12345678").into_response(), &policy).await;
         assert_eq!(at_cap.record.body().unwrap(), "12345678");
 
         let chunks = stream::iter(
             ["1234", "5678", "9", "abc"].map(|c| Ok::<_, axum::Error>(Bytes::from(c))),
         );
         let over = Response::new(Body::from_stream(chunks));
-        let captured = capture(over, &policy).await.unwrap();
+        let captured = captured(over, &policy).await;
         assert_eq!(captured.record, StoredResponse::omitted(StatusCode::OK));
         let sent = axum::body::to_bytes(captured.response.into_body(), usize::MAX)
             .await
@@ -189,13 +288,28 @@ mod tests {
     #[tokio::test]
     async fn several_frames_are_joined() {
         let chunks = stream::iter(["ab", "cd"].map(|c| Ok::<_, axum::Error>(Bytes::from(c))));
-        let captured = capture(Response::new(Body::from_stream(chunks)), &Policy::new())
-            .await
-            .unwrap();
+        let captured = captured(Response::new(Body::from_stream(chunks)), &Policy::new()).await;
         assert_eq!(captured.record.body().unwrap(), "abcd");
         let sent = axum::body::to_bytes(captured.response.into_body(), usize::MAX)
             .await
             .unwrap();
         assert_eq!(&sent[..], b"abcd");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_still_coming_is_left_unfinished_with_what_was_read() {
+        let chunks = stream::iter(["ab"].map(|c| Ok::<_, axum::Error>(Bytes::from(c)))).chain(
+            stream::once(async {
+                tokio::task::yield_now().await;
+                Ok(Bytes::from("cd"))
+            }),
+        );
+        let response = Response::new(Body::from_stream(chunks));
+        let Capture::Unfinished(unfinished) = capture(response, &Policy::new()).unwrap() else {
+            panic!("the second frame was not there yet");
+        };
+        assert_eq!(unfinished.read.len(), 2);
+        let captured = finish(unfinished, &Policy::new()).await.unwrap();
+        assert_eq!(captured.record.body().unwrap(), "abcd");
     }
 }

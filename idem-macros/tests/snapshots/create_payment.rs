@@ -15,7 +15,13 @@
 /// Creates a payment.
 #[allow(non_upper_case_globals)]
 pub const create_payment: ::idem_core::__private::Idempotent<
-    (State<Db>, User, Json<NewPayment>),
+    fn(
+        State<Db>,
+        User,
+        Json<NewPayment>,
+    ) -> ::idem_core::__private::HandlerFuture<
+        Result<(StatusCode, Json<Payment>), ApiError>,
+    >,
 > = {
     async fn create_payment(
         State(db): State<Db>,
@@ -29,8 +35,9 @@ pub const create_payment: ::idem_core::__private::Idempotent<
         ::idem_core::__private::Policy::new()
             .ttl(::idem_core::__private::Duration::from_secs(86400))
             .scope(::idem_core::__private::Scope::User),
-        |(__idem_arg0, __idem_arg1, __idem_arg2)| ::idem_core::__private::boxed(
+        |__idem_arg0, __idem_arg1, __idem_arg2| ::idem_core::__private::boxed(
             create_payment(__idem_arg0, __idem_arg1, __idem_arg2),
         ),
+        || ::idem_core::__private::LastArgument::<Json<NewPayment>>::NEW.runs_on_replay(),
     )
 };

@@ -30,7 +30,12 @@
 #[allow(clippy::too_many_arguments)]
 #[allow(non_upper_case_globals)]
 pub(crate) const create_transfer: ::idem_core::__private::Idempotent<
-    (State<Db>, Path<u64>, HeaderMap, Json<NewTransfer>),
+    fn(
+        State<Db>,
+        Path<u64>,
+        HeaderMap,
+        Json<NewTransfer>,
+    ) -> ::idem_core::__private::HandlerFuture,
 > = {
     #[tracing::instrument(skip(db))]
     async fn create_transfer(
@@ -56,8 +61,12 @@ pub(crate) const create_transfer: ::idem_core::__private::Idempotent<
             .fingerprint(::idem_core::__private::FingerprintMode::Raw)
             .on_store_error(::idem_core::__private::OnStoreError::Run)
             .key_syntax(::idem_core::__private::KeySyntax::Strict),
-        |(__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3)| ::idem_core::__private::boxed(
+        |__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3| ::idem_core::__private::boxed_response(
             create_transfer(__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3),
         ),
+        || {
+            ::idem_core::__private::LastArgument::<Json<NewTransfer>>::NEW
+                .runs_on_replay()
+        },
     )
 };

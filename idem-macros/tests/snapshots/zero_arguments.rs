@@ -7,7 +7,9 @@
 // }
 
 #[allow(non_upper_case_globals)]
-const ping: ::idem_core::__private::Idempotent<()> = {
+const ping: ::idem_core::__private::Idempotent<
+    fn() -> ::idem_core::__private::HandlerFuture<&'static str>,
+> = {
     async fn ping() -> &'static str {
         "pong"
     }
@@ -19,6 +21,7 @@ const ping: ::idem_core::__private::Idempotent<()> = {
                     ::idem_core::__private::Duration::from_secs(5),
                 ),
             ),
-        |()| ::idem_core::__private::boxed(ping()),
+        || ::idem_core::__private::boxed(ping()),
+        || ::idem_core::__private::LastArgument::<()>::NEW.runs_on_replay(),
     )
 };

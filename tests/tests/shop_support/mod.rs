@@ -2,8 +2,8 @@
 //! and the checks of what a client sees.
 //!
 //! Every server is the shop's own router (or a small one built for a test), served by
-//! `shop::serve` (axum's server with the shop's graceful shutdown) on `127.0.0.1:0`, and
-//! every request goes through reqwest over TCP.
+//! `shop::serve` (hyper's HTTP/1 server with the shop's connection limits and graceful
+//! shutdown) on `127.0.0.1:0`, and every request goes through reqwest over TCP.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -13,7 +13,7 @@ use axum::{Router, body::Bytes, http::HeaderMap};
 use idem_core::Idempotency;
 use reqwest::{RequestBuilder, StatusCode};
 use serde_json::{Value, json};
-use shop::{Backend, Settings, Shop};
+use shop::{Backend, ConnectionLimits, Settings, Shop};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
 /// How long any one request may take before the test fails rather than hangs.
@@ -27,12 +27,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// Serves `router` (whose runtime is `idem`) on a fresh port.
+    /// Serves `router` (whose runtime is `idem`) on a fresh port, with the default limits.
     pub async fn start(router: Router, idem: Idempotency) -> Self {
+        Self::start_with(router, idem, ConnectionLimits::default()).await
+    }
+
+    /// Serves `router` (whose runtime is `idem`) on a fresh port, within `limits`.
+    pub async fn start_with(router: Router, idem: Idempotency, limits: ConnectionLimits) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(shop::serve(listener, router, idem, async {
+        let task = tokio::spawn(shop::serve(listener, router, idem, limits, async {
             let _ = stopped.await;
         }));
         Self {

@@ -24,11 +24,21 @@ async fn create(
 #[idempotent(scope = "global")]
 async fn unused_arguments(_state: State<AppState>, _body: String) {}
 
+impl AppState {
+    /// An associated handler that names `Self`: its hidden function raises no lint either.
+    #[idempotent(scope = "global")]
+    async fn prefixed(State(state): State<Self>, Json(name): Json<String>) -> String {
+        format!("{}{name}", state.prefix)
+    }
+}
+
 fn main() {
     let idem = Idempotency::new(MemoryStore::default());
     let _app: Router = Router::new()
         .route("/things", post(create))
         .route("/nothing", post(unused_arguments))
+        .route("/prefixed", post(AppState::prefixed))
         .with_state(AppState { prefix: "thing-" })
         .layer(Extension(idem));
+    let _called = create(State(AppState { prefix: "" }), Json(String::new()));
 }

@@ -1,0 +1,190 @@
+//! The bank, as an HTTP service of its own: `POST /transfers` moves money, under
+//! `#[idempotent]`, so that the shop can retry a transfer without moving the money twice.
+//!
+//! The shop starts one in its own process, on a loopback port, unless `SHOP_BANK_URL` names
+//! one elsewhere (a test's, say). Its customers are the shops, authenticated the way the shop
+//! authenticates its users (`Authorization: Bearer <account>`, demo grade), and each one's keys
+//! are its own. A transfer takes the bank `SHOP_TRANSFER_DELAY_MS`.
+//!
+//! ```no_run
+//! # async fn run() -> std::io::Result<()> {
+//! use std::time::Duration;
+//!
+//! let bank = shop::bank_service::BankServer::start(Duration::from_millis(200)).await?;
+//! println!("the bank is at {}", bank.url());
+//! # Ok(()) }
+//! ```
+
+use std::{
+    fmt, io,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
+use idem_core::{Idempotency, MemoryStore, idempotent};
+use serde::{Deserialize, Serialize};
+use tokio::{net::TcpListener, task::JoinHandle};
+
+use crate::{
+    auth::User,
+    json::{ValidJson, Validate},
+    model::{new_id, now, rules},
+    problem::FieldError,
+};
+
+/// The body of the bank's `POST /transfers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TransferOrder {
+    /// In the currency's minor unit.
+    pub amount: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// The receiving account: 7 digits.
+    pub to_account: String,
+}
+
+impl Validate for TransferOrder {
+    fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        rules::amount(&mut errors, "amount", self.amount);
+        rules::currency(&mut errors, "currency", &self.currency);
+        rules::account(&mut errors, "toAccount", &self.to_account);
+        rules::verdict(errors)
+    }
+}
+
+/// Money the bank moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BankTransfer {
+    /// `bt_` and 24 letters and digits.
+    pub id: String,
+    /// Who ordered it: the shop's account at the bank.
+    pub account: String,
+    /// In the currency's minor unit.
+    pub amount: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// The receiving account.
+    pub to_account: String,
+    /// When the money moved, in seconds since the Unix epoch.
+    pub created: i64,
+}
+
+/// The bank's books: every transfer it made, in order. Cheap to clone; clones share them.
+#[derive(Clone, Default)]
+pub struct BankBooks {
+    transfers: Arc<Mutex<Vec<BankTransfer>>>,
+    delay: Duration,
+}
+
+impl BankBooks {
+    /// Books of a bank that takes `delay` per transfer.
+    pub fn new(delay: Duration) -> Self {
+        Self {
+            transfers: Arc::default(),
+            delay,
+        }
+    }
+
+    /// Every transfer the bank made, oldest first.
+    pub fn transfers(&self) -> Vec<BankTransfer> {
+        self.transfers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+impl fmt::Debug for BankBooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BankBooks")
+            .field("transfers", &self.transfers().len())
+            .field("delay", &self.delay)
+            .finish()
+    }
+}
+
+/// Moves money: answers 201 with the transfer, after the bank's delay. A retry with the same
+/// key gets the same transfer, replayed, and moves nothing.
+// `scope = "user"` (the default): a key is the calling shop's own. `on_conflict = "reject"`: a
+// retry that comes while the transfer runs is told to come back (409, `Retry-After`), which
+// the shop's client does.
+#[idempotent(on_conflict = "reject")]
+pub async fn create_transfer(
+    State(books): State<BankBooks>,
+    account: User,
+    ValidJson(order): ValidJson<TransferOrder>,
+) -> (StatusCode, Json<BankTransfer>) {
+    tokio::time::sleep(books.delay).await;
+    let transfer = BankTransfer {
+        id: new_id("bt"),
+        account: account.id().to_owned(),
+        amount: order.amount,
+        currency: order.currency,
+        to_account: order.to_account,
+        created: now(),
+    };
+    books
+        .transfers
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(transfer.clone());
+    tracing::info!(account = account.id(), transfer = %transfer.id, "the bank moved money");
+    (StatusCode::CREATED, Json(transfer))
+}
+
+/// The bank's router, keeping its transfers in `books` and its idempotency records in `idem`.
+pub fn app(books: BankBooks, idem: Idempotency) -> Router {
+    Router::new()
+        .route("/transfers", post(create_transfer))
+        .with_state(books)
+        .layer(Extension(idem))
+}
+
+/// A bank serving on a loopback port until it is dropped.
+#[derive(Debug)]
+pub struct BankServer {
+    url: String,
+    books: BankBooks,
+    task: JoinHandle<()>,
+}
+
+impl BankServer {
+    /// Starts a bank whose transfers take `delay`, on a free loopback port, with its records in
+    /// memory.
+    ///
+    /// # Errors
+    ///
+    /// When no loopback port can be bound.
+    pub async fn start(delay: Duration) -> io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let books = BankBooks::new(delay);
+        let router = app(books.clone(), Idempotency::new(MemoryStore::default()));
+        let task = tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, router).await {
+                tracing::error!(%error, "the bank stopped serving");
+            }
+        });
+        Ok(Self { url, books, task })
+    }
+
+    /// Where the bank listens: `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The bank's books.
+    pub fn books(&self) -> &BankBooks {
+        &self.books
+    }
+}
+
+impl Drop for BankServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
