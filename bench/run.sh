@@ -1,54 +1,168 @@
 #!/usr/bin/env bash
-# Load benchmark: one payments-like handler, plain and with #[idempotent], measured with wrk
-# on loopback in one run. Prints requests/s and p99 latency per scenario and the ratios to
-# the baseline. Usage: bench/run.sh [seconds per scenario, default 15] [connections, default 32]
+# Load benchmark: one payments-like handler served bare, under idem's IdempotencyLayer, under
+# #[idempotent], and (when they build) under the peers `idempotent` 2.x and `axum-idempotent`
+# 0.6, measured with wrk over loopback in one interleaved run. Prints the side-by-side table
+# (fresh keys / bare, replay / bare, p99 fresh, server CPU µs per fresh request), every run
+# behind it, the load average at start and end, and the commands that reproduce it.
 #
-# On a 2-core machine the server runs on core 0 with one worker thread and wrk on core 1
-# (taskset), so the two do not steal from each other; compare ratios within one run.
+# Usage: bench/run.sh [seconds per run, default 10] [rounds, default 3] [connections, default 32]
+# Environment: BENCH_PEERS=0 leaves the peers out; BENCH_PORT (default 3100) is the first of
+# the five ports the servers listen on.
+#
+# Each server is its own process with one tokio worker, pinned to core 0; wrk (one thread)
+# runs on core 1, so the two do not steal from each other. The scenarios are interleaved in
+# rounds (bare, every server with fresh keys, bare again, every server replaying one key), so
+# that a machine whose load drifts slows every server alike; each ratio is taken against the
+# bare runs of its own round, and the table shows the median over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-duration=${1:-15}
-connections=${2:-32}
-port=${BENCH_PORT:-3100}
-url="http://127.0.0.1:$port"
+duration=${1:-10}
+rounds=${2:-3}
+connections=${3:-32}
+base_port=${BENCH_PORT:-3100}
+with_peers=${BENCH_PEERS:-1}
 
-if ! command -v wrk >/dev/null; then
-  echo "bench: wrk is not installed; installing it from Debian's packages" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk >/dev/null
+for tool in wrk curl; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "bench: $tool is not installed; installing it from Debian's packages" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$tool" >/dev/null
+  fi
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+
+echo "bench: building idem-bench" >&2
+cargo build --release -q -p idem-bench
+peers_note=""
+if [ "$with_peers" != 0 ]; then
+  echo "bench: building the peers (bench/peers)" >&2
+  if (cd bench/peers && cargo build --release -q --ignore-rust-version --target-dir ../../target) \
+    >"$work/peers-build.log" 2>&1; then
+    peer_version() { awk -v name="$1" '$0 == "name = \"" name "\"" { getline; gsub(/[^0-9.]/, ""); print; exit }' bench/peers/Cargo.lock; }
+    idempotent_version=$(peer_version idempotent)
+    axum_idempotent_version=$(peer_version axum-idempotent)
+  else
+    peers_note="the peers were skipped: bench/peers did not build ($(grep -m1 '^error' "$work/peers-build.log" || tail -n1 "$work/peers-build.log"))"
+    echo "bench: $peers_note" >&2
+    with_peers=0
+  fi
+else
+  peers_note="the peers were left out (BENCH_PEERS=0)"
 fi
 
-cargo build --release -q -p idem-bench
 pin_server=() pin_wrk=()
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
   pin_server=(taskset -c 0) pin_wrk=(taskset -c 1)
+else
+  echo "bench: fewer than 2 cores or no taskset: server and wrk are not pinned" >&2
 fi
-"${pin_server[@]}" target/release/idem-bench "127.0.0.1:$port" >/dev/null &
-server=$!
-trap 'kill $server 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  curl -s -o /dev/null "$url/" && break
-  sleep 0.1
+
+# name | label in the table | command (the address is appended)
+servers=(
+  "bare|bare handler|target/release/idem-bench bare"
+  "layer|idem \`IdempotencyLayer\`|target/release/idem-bench layer"
+  "attribute|idem \`#[idempotent]\`|target/release/idem-bench attribute"
+)
+if [ "$with_peers" != 0 ]; then
+  servers+=(
+    "idempotent|\`idempotent\` $idempotent_version|target/release/idem-bench-peers idempotent"
+    "axum-idempotent|\`axum-idempotent\` $axum_idempotent_version|target/release/idem-bench-peers axum-idempotent"
+  )
+fi
+
+declare -A pid_of url_of label_of
+names=()
+port=$base_port
+for entry in "${servers[@]}"; do
+  IFS='|' read -r name label command <<<"$entry"
+  addr="127.0.0.1:$port"
+  # shellcheck disable=SC2086 # the command is words
+  BENCH_WORKERS=1 "${pin_server[@]}" $command "$addr" >"$work/$name.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  pid_of[$name]=$pid url_of[$name]="http://$addr" label_of[$name]=$label
+  names+=("$name")
+  echo "$command $addr" >>"$work/commands"
+  port=$((port + 1))
+done
+for name in "${names[@]}"; do
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "${url_of[$name]}/" && break
+    sleep 0.1
+  done
 done
 
-lua=$(mktemp --suffix=.lua)
-trap 'kill $server 2>/dev/null || true; rm -f "$lua"' EXIT
+body='{"amount":9800,"currency":"JPY","description":"order 4711, two items"}'
+replay_key=one-key-for-every-replay
+# A ruts session id: 22 characters of unpadded base64url. axum-idempotent caches only for a
+# request that carries a session; the other servers ignore the cookie.
+replay_session=0000000000000000000000
+replay_session=${replay_session%?}A
+
+post() { # url key session: prints the status line and headers
+  curl -s -D - -o /dev/null -X POST "$1/payments" -H 'Content-Type: application/json' \
+    -H "Idempotency-Key: $2" -H "Cookie: session=$3" -d "$body"
+}
+
+# Every server must answer what its scenario claims to measure: 201 for a fresh key, and a
+# replay (201 marked replayed) for the same key again. A server that does not is left out.
+measured=()
+skipped_note=""
+for name in "${names[@]}"; do
+  key="check-$name-$$" session="1111111111111111111$((RANDOM % 10))$((RANDOM % 10))A"
+  first=$(post "${url_of[$name]}" "$key" "$session" | tr -d '\r')
+  second=$(post "${url_of[$name]}" "$key" "$session" | tr -d '\r')
+  ok=yes
+  grep -q '^HTTP/1.1 201' <<<"$first" || ok=no
+  if grep -qi '^[a-z-]*replayed: *true' <<<"$first"; then ok=no; fi
+  if [ "$name" != bare ]; then
+    grep -q '^HTTP/1.1 201' <<<"$second" || ok=no
+    grep -qi '^[a-z-]*replayed: *true' <<<"$second" || ok=no
+    post "${url_of[$name]}" "$replay_key" "$replay_session" >/dev/null
+  fi
+  if [ "$ok" = yes ]; then
+    measured+=("$name")
+  else
+    skipped_note+="${label_of[$name]} was left out: it did not answer a fresh key with 201 and its repeat with a replay. "
+    echo "bench: ${label_of[$name]} failed its check; first answer: $(head -n1 <<<"$first"), repeat: $(head -n1 <<<"$second")" >&2
+  fi
+done
+
+lua="$work/scenario.lua"
 cat >"$lua" <<'LUA'
--- BENCH_PATH and BENCH_KEY (fresh | same | none) choose the scenario.
-local path = os.getenv("BENCH_PATH")
+-- BENCH_KEY (fresh | same) chooses the scenario; BENCH_PREFIX makes this run's keys its own.
 local mode = os.getenv("BENCH_KEY")
+local prefix = tonumber(os.getenv("BENCH_PREFIX"))
 local body = '{"amount":9800,"currency":"JPY","description":"order 4711, two items"}'
 local counter = 0
-local prefix = tostring(math.random(1, 1e9))
 request = function()
-  local headers = { ["Content-Type"] = "application/json" }
+  local key, session
   if mode == "fresh" then
+    -- A new operation from a new client: a key and a session (axum-idempotent keeps a
+    -- client's responses in its session) never seen before.
     counter = counter + 1
-    headers["Idempotency-Key"] = prefix .. "-" .. counter
-  elseif mode == "same" then
-    headers["Idempotency-Key"] = "one-key-for-every-request"
+    key = prefix .. "-" .. counter
+    session = string.format("%010d%011dA", prefix, counter)
+  else
+    key = os.getenv("BENCH_REPLAY_KEY")
+    session = os.getenv("BENCH_REPLAY_SESSION")
   end
-  return wrk.format("POST", path, headers, body)
+  local headers = {
+    ["Content-Type"] = "application/json",
+    ["Idempotency-Key"] = key,
+    ["Cookie"] = "session=" .. session,
+  }
+  return wrk.format("POST", "/payments", headers, body)
 end
 done = function(summary, latency, requests)
   io.write(string.format("RESULT %.1f %.3f %d %d\n",
@@ -59,20 +173,154 @@ done = function(summary, latency, requests)
 end
 LUA
 
-run() { # name path keymode
-  BENCH_PATH=$2 BENCH_KEY=$3 "${pin_wrk[@]}" wrk -t1 -c"$connections" -d"${duration}s" -s "$lua" "$url" |
-    awk -v name="$1" '/^RESULT/ { print name, $2, $3, $4, $5 }'
+cpu_ticks() { # utime + stime of a process, in clock ticks
+  awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
 }
 
-# Warm up, then measure the three scenarios back to back.
-BENCH_PATH=/baseline BENCH_KEY=none "${pin_wrk[@]}" wrk -t1 -c"$connections" -d3s -s "$lua" "$url" >/dev/null
-results=$(
-  run baseline /baseline none
-  run fresh-keys /idempotent fresh
-  run replays /idempotent same
-)
+run_number=0
+measure() { # round phase name seconds keymode
+  local round=$1 phase=$2 name=$3 seconds=$4 mode=$5 before after result
+  run_number=$((run_number + 1))
+  before=$(cpu_ticks "${pid_of[$name]}")
+  result=$(BENCH_KEY=$mode BENCH_PREFIX=$run_number BENCH_REPLAY_KEY=$replay_key \
+    BENCH_REPLAY_SESSION=$replay_session "${pin_wrk[@]}" \
+    wrk -t1 -c"$connections" -d"${seconds}s" -s "$lua" "${url_of[$name]}" | awk '/^RESULT/')
+  after=$(cpu_ticks "${pid_of[$name]}")
+  if [ -z "$result" ]; then
+    echo "bench: wrk printed no result against $name (${url_of[$name]}); see $work/$name.log" >&2
+    exit 1
+  fi
+  # round phase server req/s p99-ms errors requests cpu-ticks
+  echo "$round $phase $name ${result#RESULT } $((after - before))"
+}
 
-echo "wrk: ${duration}s per scenario, $connections connections, 1 thread; server: 1 worker"
-echo "$results" | awk '
-  NR == 1 { base = $2 }
-  { printf "%-12s %10.0f req/s   p99 %7.2f ms   %5.2fx baseline   (%d requests, %d errors)\n", $1, $2, $3, $2 / base, $5, $4 }'
+echo "bench: warming up every server" >&2
+for name in "${measured[@]}"; do
+  measure 0 warm "$name" 2 fresh >/dev/null
+done
+
+echo "bench: $rounds round(s) of $(( ${#measured[@]} * 2 )) runs, ${duration}s each" >&2
+results="$work/results"
+for round in $(seq "$rounds"); do
+  measure "$round" fresh bare "$duration" fresh >>"$results"
+  for name in "${measured[@]}"; do
+    [ "$name" = bare ] || measure "$round" fresh "$name" "$duration" fresh >>"$results"
+  done
+  measure "$round" replay bare "$duration" fresh >>"$results"
+  for name in "${measured[@]}"; do
+    [ "$name" = bare ] || measure "$round" replay "$name" "$duration" same >>"$results"
+  done
+  echo "bench: round $round of $rounds done" >&2
+done
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+labels="$work/labels"
+for name in "${measured[@]}"; do echo "$name ${label_of[$name]}" >>"$labels"; done
+
+echo
+echo "## Load benchmark, $started"
+echo
+echo "wrk: 1 thread on core 1, $connections connections, ${duration}s per run, $rounds round(s);" \
+  "each server: 1 tokio worker on core 0. Load average (1, 5, 15 min): $load_start at start, $load_end at end."
+[ -z "$peers_note" ] || echo "Note: $peers_note."
+[ -z "$skipped_note" ] || echo "Note: $skipped_note"
+echo
+awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
+  function median(values, n,    i, j, v, sorted) {
+    for (i = 1; i <= n; i++) sorted[i] = values[i]
+    for (i = 2; i <= n; i++) {
+      v = sorted[i]
+      for (j = i - 1; j >= 1 && sorted[j] > v; j--) sorted[j + 1] = sorted[j]
+      sorted[j + 1] = v
+    }
+    return n % 2 ? sorted[(n + 1) / 2] : (sorted[n / 2] + sorted[n / 2 + 1]) / 2
+  }
+  FILENAME ~ /labels$/ { name = $1; $1 = ""; label[name] = substr($0, 2); order[++servers] = name; next }
+  {
+    round = $1; phase = $2; name = $3
+    rps[round, phase, name] = $4; p99[round, phase, name] = $5
+    errors[phase, name] += $6; requests[phase, name] += $7; ticks[phase, name] += $8
+    share = $8 / ticks_per_s / seconds
+    if (min_share == "" || share < min_share) min_share = share
+    if (share > max_share) max_share = share
+    if (name == "bare") {
+      bare_sum[round] += $4; bare_n[round]++
+      bare_p99[++bare_runs] = $5; bare_ticks += $8; bare_requests += $7
+    }
+    if (round > rounds) rounds = round
+  }
+  function row(name, phase, what,    r, n, ratios, p99s, rates) {
+    n = 0
+    for (r = 1; r <= rounds; r++) {
+      if (!((r, phase, name) in rps)) continue
+      n++
+      ratios[n] = rps[r, phase, name] / (bare_sum[r] / bare_n[r])
+      p99s[n] = p99[r, phase, name]
+      rates[n] = rps[r, phase, name]
+    }
+    if (what == "ratio") return n ? median(ratios, n) : -1
+    if (what == "p99") return n ? median(p99s, n) : -1
+    if (what == "rate") return n ? median(rates, n) : -1
+  }
+  function cpu_us(phase, name) {
+    return requests[phase, name] ? ticks[phase, name] / ticks_per_s * 1e6 / requests[phase, name] : -1
+  }
+  END {
+    print "| server | fresh keys / bare | replay / bare | p99 fresh | server CPU µs per fresh request |"
+    print "| --- | --- | --- | --- | --- |"
+    printf "| %s | 1.00 | – | %.1f ms | %.1f |\n", label["bare"], median(bare_p99, bare_runs),
+      bare_ticks / ticks_per_s * 1e6 / bare_requests
+    for (i = 1; i <= servers; i++) {
+      name = order[i]
+      if (name == "bare") continue
+      printf "| %s | %.2f | %.2f | %.1f ms | %.1f |\n", label[name], row(name, "fresh", "ratio"),
+        row(name, "replay", "ratio"), row(name, "fresh", "p99"), cpu_us("fresh", name)
+    }
+    print ""
+    print "Medians over the rounds; each ratio is against the mean of its round'"'"'s two bare runs (the bare"
+    print "row: every bare run). CPU: the server process'"'"'s utime + stime over all its runs of the scenario,"
+    print "divided by the requests wrk completed in them."
+    print ""
+    print "| server | fresh req/s | replay req/s | p99 replay | server CPU µs per replay | errors (fresh, replay) |"
+    print "| --- | --- | --- | --- | --- | --- |"
+    for (i = 1; i <= servers; i++) {
+      name = order[i]
+      if (name == "bare") continue
+      printf "| %s | %.0f | %.0f | %.1f ms | %.1f | %d, %d |\n", label[name], row(name, "fresh", "rate"),
+        row(name, "replay", "rate"), row(name, "replay", "p99"), cpu_us("replay", name),
+        errors["fresh", name], errors["replay", name]
+    }
+    printf "\nbare handler: %.0f req/s (the median of its rounds'"'"' means). The servers used %.0f%% to %.0f%% of their\n", median_bare(), min_share * 100, max_share * 100
+    if (max_share < 0.9) {
+      print "core during their runs: other work on the machine took the rest of core 0, so the throughputs"
+      print "say what the machine allowed, and the CPU per request is the steadier figure."
+    } else print "core during their runs."
+  }
+  function median_bare(    r, n, means) {
+    n = 0
+    for (r = 1; r <= rounds; r++) if (bare_n[r]) means[++n] = bare_sum[r] / bare_n[r]
+    return n ? median(means, n) : 0
+  }
+' "$labels" "$results"
+
+echo
+echo "Every run (round, scenario, server, req/s, p99 ms, errors, requests, server CPU ticks of 1/$(getconf CLK_TCK) s):"
+echo
+echo '```text'
+cat "$results"
+echo '```'
+echo
+echo "To reproduce: bench/run.sh $duration $rounds $connections; it starts each server as"
+echo
+echo '```sh'
+while read -r command; do
+  echo "BENCH_WORKERS=1 ${pin_server[*]:+${pin_server[*]} }$command"
+done <"$work/commands"
+echo '```'
+echo
+echo "and runs, once per scenario and server, with the Lua script it writes (BENCH_KEY=fresh: a new"
+echo "key and session per request; BENCH_KEY=same: the one key replayed):"
+echo
+echo '```sh'
+echo "${pin_wrk[*]:+${pin_wrk[*]} }wrk -t1 -c$connections -d${duration}s -s scenario.lua http://127.0.0.1:PORT"
+echo '```'

@@ -1,0 +1,97 @@
+//! The load benchmark's peer servers (see `bench/run.sh`): the handler of idem-bench's
+//! `payment` module, answering `POST /payments` under another crate's idempotency middleware,
+//! each configured the way its documentation recommends for `Idempotency-Key` requests.
+//!
+//! `idem-bench-peers PEER [ADDR]`: PEER is `idempotent` (the crate `idempotent` 2.x) or
+//! `axum-idempotent` (0.6, on `ruts` sessions); ADDR defaults to 127.0.0.1:3200.
+//! `BENCH_WORKERS` sets the number of tokio worker threads (default 1).
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{Router, routing::post};
+
+/// The very handler idem's servers run: one source file, compiled into both.
+#[path = "../../src/payment.rs"]
+#[allow(dead_code, reason = "the request body is the in-process driver's")]
+mod payment;
+
+use payment::{Ledger, PATH, create_payment};
+
+/// How long a stored response replays: idem's default TTL, 24 hours, for every peer.
+const TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// `idempotent` 2.x: its tower layer over its in-memory store, the key required (as idem
+/// requires it), unscoped (idem's servers use the global scope), the completed TTL 24 hours
+/// (its default). Its store is an actor task, so this runs inside the runtime.
+fn idempotent_router() -> Result<Router, Box<dyn std::error::Error>> {
+    let store = idempotent::memory::MemoryStore::builder().try_build()?;
+    let layer = idempotent::middleware::IdempotencyLayer::new(store)
+        .require_key(true)
+        .completed_ttl(TTL);
+    Ok(Router::new()
+        .route(PATH, post(create_payment))
+        .with_state(Ledger::default())
+        .layer(layer))
+}
+
+/// `axum-idempotent` 0.6 as its README sets it up for `Idempotency-Key`: the key header
+/// required, responses cached in the `ruts` session of the request, on ruts' moka store, with
+/// the cookie manager outermost, the session layer, then the idempotency layer. It caches only
+/// for a request that carries a session cookie, and a cached response never outlives the
+/// cookie's `Max-Age`, so both are 24 hours. The store has room for every session of a run, as
+/// idem's has for every record.
+fn axum_idempotent_router() -> Router {
+    use axum_idempotent::{IdempotentLayer, IdempotentOptions};
+    use ruts::{CookieOptions, SessionLayer, store::moka::MokaStore};
+
+    let store = Arc::new(MokaStore::builder().max_capacity(20_000_000).build());
+    let options = IdempotentOptions::default()
+        .use_idempotency_key_header(Some("Idempotency-Key"), true)
+        .expire_after(TTL.as_secs() as i64);
+    let cookie = CookieOptions::build()
+        .name("session")
+        .max_age(TTL.as_secs())
+        .path("/");
+    Router::new()
+        .route(PATH, post(create_payment))
+        .with_state(Ledger::default())
+        .layer(IdempotentLayer::<MokaStore>::new(options))
+        .layer(SessionLayer::new(store).with_cookie_options(cookie))
+        .layer(tower_cookies::CookieManagerLayer::new())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let peer = args
+        .next()
+        .ok_or("usage: idem-bench-peers PEER [ADDR]; PEER is `idempotent` or `axum-idempotent`")?;
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:3200".to_owned());
+    let workers = match std::env::var("BENCH_WORKERS") {
+        Ok(workers) => workers.parse()?,
+        Err(_) => 1,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let app = match peer.as_str() {
+            "idempotent" => idempotent_router()?,
+            "axum-idempotent" => axum_idempotent_router(),
+            other => {
+                return Err(format!(
+                    "unknown peer `{other}`; expected `idempotent` or `axum-idempotent`"
+                )
+                .into());
+            }
+        };
+        let listener = tokio::net::TcpListener::bind(&addr).await?;
+        println!("idem-bench-peers {peer} listening on {addr}");
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })
+}
