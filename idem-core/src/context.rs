@@ -4,7 +4,7 @@
 //! transactional store's extractor uses it to open the transaction in which the handler's
 //! writes and the record's completion commit together (SPEC §10).
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
@@ -17,6 +17,8 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct IdempotencyContext {
     idem: Idempotency,
+    /// The route's `Retry-After`, for answers given on the runtime's behalf (a `Tx` error).
+    retry_after: Duration,
     transaction: Arc<Mutex<Option<Box<dyn StoreTransaction>>>>,
 }
 
@@ -24,11 +26,18 @@ pub struct IdempotencyContext {
 pub type TransactionGuard = OwnedMutexGuard<Option<Box<dyn StoreTransaction>>>;
 
 impl IdempotencyContext {
-    pub(crate) fn new(idem: &Idempotency) -> Self {
+    pub(crate) fn new(idem: &Idempotency, retry_after: Duration) -> Self {
         Self {
             idem: idem.clone(),
+            retry_after,
             transaction: Arc::default(),
         }
+    }
+
+    /// The `Retry-After` of the route's policy, for an answer given on the runtime's behalf
+    /// (the extractor of a transactional store that cannot begin its transaction, say).
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
     }
 
     /// The runtime serving this request.

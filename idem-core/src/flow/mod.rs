@@ -81,7 +81,7 @@ pub(crate) async fn handle(
     endpoint: impl Endpoint,
 ) -> Response {
     let route = Route::of(request.extensions(), request.uri());
-    let context = IdempotencyContext::new(idem);
+    let context = IdempotencyContext::new(idem, policy.retry_after);
     request.extensions_mut().insert(context.clone());
     let Keyed {
         mut parts,

@@ -117,7 +117,7 @@ pub use self::{
     migrate::{migrate, migration_sql},
     sweep::SweeperHandle,
     table::{TableName, TableNameError},
-    transaction::{PostgresTransaction, Tx, TxError},
+    transaction::{PostgresTransaction, Tx, TxError, TxErrorKind},
 };
 use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction};
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};

@@ -1,6 +1,6 @@
 //! Transactional mode: the handler's writes and the record's completion commit together.
 
-use std::{any::Any, fmt, sync::Arc, time::Duration};
+use std::{any::Any, borrow::Cow, fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use axum::{
@@ -12,7 +12,9 @@ use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 
 use super::{error, sql::Statements};
 use crate::{
+    Idempotency,
     context::{IdempotencyContext, TransactionGuard},
+    policy::Policy,
     problem::{Problem, ProblemKind},
     replay::StoredResponse,
     scope::StoreKey,
@@ -245,18 +247,21 @@ impl Tx {
     /// reached (the key is then released, so a retry runs again).
     pub async fn conn(&mut self) -> Result<&mut PgConnection, TxError> {
         if self.guard.is_none() {
-            let guard = self.context.transaction().await.map_err(TxError::Begin)?;
+            let guard =
+                self.context.transaction().await.map_err(|error| {
+                    TxError::new(TxErrorKind::Begin(error), Some(&self.context))
+                })?;
             self.guard = Some(guard);
         }
         let transaction = self
             .guard
             .as_mut()
             .and_then(|guard| guard.as_deref_mut())
-            .ok_or(TxError::Ended)?;
+            .ok_or_else(|| TxError::new(TxErrorKind::Ended, Some(&self.context)))?;
         let postgres = transaction
             .as_any_mut()
             .downcast_mut::<PostgresTransaction>()
-            .ok_or(TxError::NotPostgres)?;
+            .ok_or_else(|| TxError::new(TxErrorKind::NotPostgres, Some(&self.context)))?;
         Ok(postgres.connection())
     }
 }
@@ -277,7 +282,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Tx {
             .extensions
             .get::<IdempotencyContext>()
             .cloned()
-            .ok_or(TxError::NoContext)?;
+            .ok_or_else(|| TxError::new(TxErrorKind::NoContext, None))?;
         Ok(Self {
             context,
             guard: None,
@@ -285,25 +290,36 @@ impl<S: Send + Sync> FromRequestParts<S> for Tx {
     }
 }
 
-/// Why [`Tx`] could not give the handler its transaction. Answers Problem Details.
+/// Why [`Tx`] could not give the handler its transaction. Answers Problem Details, with the
+/// route's `Retry-After` and the runtime's problem type URIs.
 ///
-/// ```
+/// ```no_run
 /// use axum::response::IntoResponse;
-/// use idem_core::store::{StoreError, postgres::TxError};
+/// use idem_core::store::postgres::{Tx, TxError, TxErrorKind};
 ///
-/// let unreachable = TxError::Begin(StoreError::Timeout(std::time::Duration::from_secs(2)));
-/// let response = unreachable.into_response();
-/// assert_eq!(response.status(), 503);
-/// assert_eq!(response.headers()["content-type"], "application/problem+json");
-/// assert!(response.headers().contains_key("retry-after"));
-///
-/// // On a store without transactions (a MemoryStore), it is the service's mistake: 500.
-/// let misconfigured = TxError::Begin(StoreError::Unsupported("transactions")).into_response();
-/// assert_eq!(misconfigured.status(), 500);
+/// async fn handler(mut tx: Tx) -> axum::response::Response {
+///     match tx.conn().await {
+///         Ok(_connection) => axum::http::StatusCode::CREATED.into_response(),
+///         // 503 with Retry-After when the database cannot be reached; 500 when the route or
+///         // the store is set up wrong.
+///         Err(error) if matches!(error.kind(), TxErrorKind::Begin(_)) => error.into_response(),
+///         Err(error) => error.into_response(),
+///     }
+/// }
 /// ```
 #[derive(Debug, thiserror::Error)]
+#[error("{kind}")]
+pub struct TxError {
+    #[source]
+    kind: TxErrorKind,
+    /// The runtime and the route's `Retry-After`, when the request has them.
+    answers: Option<(Idempotency, Duration)>,
+}
+
+/// What went wrong, in a [`TxError`].
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum TxError {
+pub enum TxErrorKind {
     /// The transaction could not be begun: the database is unreachable, the pool exhausted.
     /// Answers 503 with `Retry-After`; 500 when the store has no transactions at all (it is
     /// not a `PostgresStore`).
@@ -322,37 +338,63 @@ pub enum TxError {
     Ended,
 }
 
+impl TxError {
+    fn new(kind: TxErrorKind, context: Option<&IdempotencyContext>) -> Self {
+        Self {
+            kind,
+            answers: context.map(|context| (context.runtime().clone(), context.retry_after())),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &TxErrorKind {
+        &self.kind
+    }
+
+    fn problem(&self, kind: ProblemKind, detail: impl Into<Cow<'static, str>>) -> Problem {
+        match &self.answers {
+            Some((idem, _)) => idem.problem(kind, detail),
+            None => Problem::new(kind, detail),
+        }
+    }
+}
+
 impl IntoResponse for TxError {
     fn into_response(self) -> Response {
-        match self {
+        match &self.kind {
             // A store without transactions is a misconfiguration, not an outage.
-            Self::Begin(StoreError::Unsupported(_)) => {
+            TxErrorKind::Begin(StoreError::Unsupported(_)) => {
                 tracing::error!(
                     "the Tx extractor needs a PostgresStore as the idempotency store, and the \
                      runtime's store has no transactions"
                 );
-                Problem::new(
+                self.problem(
                     ProblemKind::Misconfigured,
                     "the Tx extractor needs a PostgresStore as the idempotency store",
                 )
                 .into_response()
             }
-            Self::Begin(error) => {
+            TxErrorKind::Begin(error) => {
                 tracing::warn!(
-                    error = %crate::observe::Chain(&error),
+                    error = %crate::observe::Chain(error),
                     "the request's transaction could not be begun"
                 );
-                Problem::new(
+                let retry_after = self
+                    .answers
+                    .as_ref()
+                    .map_or(Policy::new().retry_after, |(_, after)| *after);
+                self.problem(
                     ProblemKind::StoreUnavailable,
                     "the database could not be reached, so the request was not run; retry \
                      with the same Idempotency-Key",
                 )
-                .with_retry_after(Duration::from_secs(1))
+                .with_retry_after(retry_after)
                 .into_response()
             }
             misconfigured => {
                 tracing::error!(error = %misconfigured, "Tx extractor misconfigured");
-                Problem::new(ProblemKind::Misconfigured, misconfigured.to_string()).into_response()
+                self.problem(ProblemKind::Misconfigured, misconfigured.to_string())
+                    .into_response()
             }
         }
     }
