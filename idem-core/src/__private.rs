@@ -42,6 +42,7 @@ use crate::{
 };
 pub use crate::{
     fingerprint::FingerprintMode,
+    flow::RequestFuture,
     key::KeySyntax,
     policy::{OnConflict, OnStoreError, Policy},
     scope::Scope,
@@ -231,21 +232,12 @@ where
     F::Args: FromRequestArgs<S, M>,
     M: 'static,
 {
-    type Future = Pin<Box<dyn Future<Output = Response> + Send>>;
+    type Future = RequestFuture;
 
     fn call(self, request: Request, state: S) -> Self::Future {
-        Box::pin(self.handle(request, state))
-    }
-}
-
-impl<F: HandlerFn> Idempotent<F> {
-    async fn handle<S, M: 'static>(self, request: Request, state: S) -> Response
-    where
-        S: Send + Sync + 'static,
-        F::Args: FromRequestArgs<S, M>,
-    {
         let Some(idem) = request.extensions().get::<Idempotency>().cloned() else {
-            return not_installed(&request);
+            let refusal = not_installed(&request);
+            return RequestFuture::cancellable(async move { refusal });
         };
         let endpoint = Annotated {
             call: self.call,
@@ -253,7 +245,7 @@ impl<F: HandlerFn> Idempotent<F> {
             last_runs_on_replay: self.last_runs_on_replay(),
             marker: PhantomData,
         };
-        flow::handle(&idem, &self.policy, request, endpoint).await
+        flow::start(idem, self.policy, request, endpoint)
     }
 }
 

@@ -90,8 +90,48 @@ pub enum KeySyntax {
 /// assert_eq!(format!("{key:?}"), "IdempotencyKey(len=36)");
 /// # Ok::<(), idem_core::key::KeyError>(())
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct IdempotencyKey(Box<str>);
+#[derive(Clone)]
+pub struct IdempotencyKey(Repr);
+
+/// Where a key's characters are.
+#[derive(Clone)]
+enum Repr {
+    /// A span of the header value it was parsed from: no copy, as a header value shares the
+    /// request's buffer (the common case: a bare key, or a quoted one without escapes).
+    InHeader {
+        value: HeaderValue,
+        start: usize,
+        len: usize,
+    },
+    /// A key of its own: made with [`IdempotencyKey::new`], or unescaped from an sf-string.
+    Owned(Box<str>),
+}
+
+impl IdempotencyKey {
+    /// The key that `key`, a checked slice of `value`'s bytes, is.
+    fn in_header(value: &HeaderValue, key: &str) -> Self {
+        let start = key.as_ptr() as usize - value.as_bytes().as_ptr() as usize;
+        Self(Repr::InHeader {
+            value: value.clone(),
+            start,
+            len: key.len(),
+        })
+    }
+}
+
+impl PartialEq for IdempotencyKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for IdempotencyKey {}
+
+impl std::hash::Hash for IdempotencyKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
 
 impl IdempotencyKey {
     /// Makes a key from a string that is already the key itself, without quotes: it must be 1 to
@@ -117,7 +157,7 @@ impl IdempotencyKey {
     pub fn new(key: impl Into<String>) -> Result<Self, KeyError> {
         let key = key.into();
         check_key(&key, |index| index + 1)?;
-        Ok(Self(key.into_boxed_str()))
+        Ok(Self(Repr::Owned(key.into_boxed_str())))
     }
 
     /// Parses one `Idempotency-Key` header value, in either spelling that `syntax` allows.
@@ -148,7 +188,7 @@ impl IdempotencyKey {
             return Err(KeyError::Empty);
         }
         if text.starts_with('"') {
-            return parse_quoted(text);
+            return parse_quoted(value, text);
         }
         if syntax == KeySyntax::Strict {
             return Err(KeyError::Unquoted);
@@ -157,13 +197,21 @@ impl IdempotencyKey {
             return Err(KeyError::Multiple);
         }
         check_key(text, |index| index + 1)?;
-        Ok(Self(text.into()))
+        Ok(Self::in_header(value, text))
     }
 
     /// The key without quotes or escapes.
     #[must_use]
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Repr::InHeader { value, start, len } => {
+                // The value was checked to be visible ASCII when the key was parsed.
+                value
+                    .to_str()
+                    .map_or("", |text| &text[*start..*start + *len])
+            }
+            Repr::Owned(key) => key,
+        }
     }
 
     /// Reads the key from request headers: `Ok(None)` when the header is absent.
@@ -199,7 +247,7 @@ impl IdempotencyKey {
 
 impl fmt::Debug for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "IdempotencyKey(len={})", self.0.len())
+        write!(f, "IdempotencyKey(len={})", self.as_str().len())
     }
 }
 
@@ -328,7 +376,7 @@ fn check_key(key: &str, position: impl FnOnce(usize) -> usize) -> Result<(), Key
 }
 
 /// Parses a value that starts with `"` as an RFC 9651 sf-string item.
-fn parse_quoted(text: &str) -> Result<IdempotencyKey, KeyError> {
+fn parse_quoted(value: &HeaderValue, text: &str) -> Result<IdempotencyKey, KeyError> {
     // Parsing into a borrowed string keeps the common case (no escapes) free of allocations, and
     // the item visitor for it skips the parameters without building a map of them.
     match sfv::Parser::new(text).parse_item::<Cow<'_, sfv::StringRef>>() {
@@ -336,10 +384,12 @@ fn parse_quoted(text: &str) -> Result<IdempotencyKey, KeyError> {
             check_key(content.as_str(), |index| {
                 quoted_position(text.as_bytes(), index)
             })?;
-            Ok(IdempotencyKey(match content {
-                Cow::Borrowed(content) => content.as_str().into(),
-                Cow::Owned(content) => String::from(content).into_boxed_str(),
-            }))
+            Ok(match content {
+                Cow::Borrowed(content) => IdempotencyKey::in_header(value, content.as_str()),
+                Cow::Owned(content) => {
+                    IdempotencyKey(Repr::Owned(String::from(content).into_boxed_str()))
+                }
+            })
         }
         Err(error) => {
             // Only worth a second parse once the value is known to be invalid as a single item.

@@ -27,7 +27,9 @@ use crate::{
     flow::pending::Pending,
     problem::{Problem, ProblemKind},
     scope::{PrincipalExtension, ResolvePrincipal},
-    store::{MemoryStore, Store, StoreError},
+    replay::StoredResponse,
+    scope::StoreKey,
+    store::{Claim, ClaimOutcome, LeaseToken, MemoryStore, Store, StoreError},
 };
 
 /// The idempotency runtime of a service: its store, how principals are found, and the
@@ -196,6 +198,32 @@ impl Idempotency {
     /// The most time one store call may take.
     pub(crate) fn store_timeout(&self) -> Duration {
         self.inner.store_timeout
+    }
+
+    /// Claims through the store, at once when it can answer at once
+    /// ([`Store::claim_now`]), else under the runtime's timeout.
+    pub(crate) async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        match self.store().claim_now(claim) {
+            Some(answer) => answer,
+            None => self.call_store(self.store().claim(claim)).await,
+        }
+    }
+
+    /// Completes through the store, at once when it can ([`Store::complete_now`]).
+    pub(crate) async fn complete(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        match self.store().complete_now(key, token, response, ttl) {
+            Some(answer) => answer,
+            None => {
+                self.call_store(self.store().complete(key, token, response, ttl))
+                    .await
+            }
+        }
     }
 
     /// Runs one store call under the runtime's timeout, so no store can hang a request.

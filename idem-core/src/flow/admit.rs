@@ -4,7 +4,7 @@
 use axum::{RequestExt, extract::Request, response::Response};
 use bytes::Bytes;
 use http::request::Parts;
-use http_body_util::LengthLimitError;
+use http_body_util::{BodyExt, LengthLimitError};
 
 use super::answer;
 use crate::{
@@ -12,6 +12,7 @@ use crate::{
     fingerprint::Fingerprint,
     key::IdempotencyKey,
     policy::Policy,
+    replay::capture::BodyBuffer,
     scope::{Route, StoreKey},
 };
 
@@ -46,7 +47,7 @@ pub(super) async fn admit(
     };
     // The body limit is axum's `DefaultBodyLimit`, read the way axum's own extractors do.
     let (parts, body) = request.with_limited_body().into_parts();
-    let body = match axum::body::to_bytes(body, usize::MAX).await {
+    let body = match read_body(body).await {
         Ok(body) => body,
         Err(error) if is_length_limit(&error) => return Err(answer::body_too_large(idem, route)),
         Err(error) => return Err(answer::body_unreadable(idem, route, &error)),
@@ -70,6 +71,18 @@ pub(super) async fn admit(
         key,
         fingerprint,
     }))
+}
+
+/// The whole body, in one `Bytes` without a copy when it came in one frame (as `to_bytes`
+/// would read it, without its list of frames).
+async fn read_body(mut body: axum::body::Body) -> Result<Bytes, axum::Error> {
+    let mut read = BodyBuffer::default();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            read.push(data);
+        }
+    }
+    Ok(read.into_bytes())
 }
 
 fn is_length_limit(error: &axum::Error) -> bool {

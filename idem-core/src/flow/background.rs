@@ -59,10 +59,7 @@ impl Write {
             Self::ReleaseUnanswered { .. } | Self::Release => {
                 idem.call_store(store.release(key, token)).await
             }
-            Self::Complete { record, ttl } => {
-                idem.call_store(store.complete(key, token, record, *ttl))
-                    .await
-            }
+            Self::Complete { record, ttl } => idem.complete(key, token, record, *ttl).await,
         }
     }
 }

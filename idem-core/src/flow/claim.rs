@@ -90,7 +90,7 @@ fn from_this_process(
                 Outcome::Replayed,
                 &"replayed from this process's copy; the store has not taken it yet",
             );
-            Some(stored.into_replay())
+            Some(stored.into_replay_with(|kind, detail| idem.problem(kind, detail)))
         }
         PendingAnswer::Mismatch(stored) => Some(mismatch(
             idem,
@@ -123,7 +123,7 @@ async fn claim_once(
         ttl: policy.ttl,
     };
     let unanswered = UnansweredClaim::new(idem, &claim, route);
-    let outcome = match idem.call_store(idem.store().claim(claim)).await {
+    let outcome = match idem.claim(claim).await {
         Ok(outcome) => {
             unanswered.answered();
             outcome
@@ -157,7 +157,7 @@ async fn claim_once(
         }
         ClaimOutcome::Completed(stored) => {
             record(route, key, Outcome::Replayed, &stored.status());
-            Claimed::Answer(stored.into_replay())
+            Claimed::Answer(stored.into_replay_with(|kind, detail| idem.problem(kind, detail)))
         }
         ClaimOutcome::Mismatch { stored_algorithm } => {
             Claimed::Answer(mismatch(idem, route, key, fingerprint, stored_algorithm))

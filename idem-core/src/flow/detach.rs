@@ -1,11 +1,14 @@
-//! [`Detachable`]: a future that keeps running when its caller stops waiting for it.
+//! [`RequestFuture`]: the future of a request the runtime takes through its flow, which keeps
+//! running when its caller stops waiting for it.
 //!
-//! hyper drops a request's future when its client disconnects. A claimed request's handler
-//! must not stop with it: half an operation and no stored result would leave the client's
-//! retry with nothing to find. Spawning every handler into a task of its own would protect it,
-//! at the price of a task and a cross-thread wake-up on every request. Instead the handler is
-//! polled inline, in the request's own task, and moved into a spawned task only when the
-//! request is dropped before it finished: the common case pays for nothing but a box.
+//! hyper drops a request's future when its client disconnects. A request whose key the
+//! runtime claimed must not stop with it: half an operation and no stored result would leave
+//! the client's retry with nothing to find, and a claim on its way to the store would leave its
+//! key blocked. Spawning every request into a task of its own would protect it, at the price of
+//! a task and a cross-thread wake-up on every request. Instead the whole flow is polled inline,
+//! in the request's own task, and moved into a spawned task only when the request is dropped
+//! before it finished: the common case pays for nothing but the one box the future is in, which
+//! a tower service or an axum handler needs anyway.
 
 use std::{
     fmt,
@@ -14,45 +17,65 @@ use std::{
     task::{Context, Poll},
 };
 
+use axum::response::Response;
 use tokio_util::task::{TaskTracker, task_tracker::TaskTrackerToken};
 
-/// Polls `F` inline; on drop before completion, spawns the rest of it on the tracker.
-pub(crate) struct Detachable<F: Future + Send + 'static> {
-    future: Option<Pin<Box<F>>>,
-    /// Counts the run as running on the tracker, inline and then in its task, so that
-    /// shutdown waits for it and [`TaskTracker::len`] counts it once throughout.
+type BoxedFlow = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// Polls its flow inline; dropped before it finished, spawns the rest of it on the runtime's
+/// tracker (when it was made [`detachable`](Self::detachable)).
+#[must_use = "futures do nothing unless polled"]
+pub struct RequestFuture {
+    future: Option<BoxedFlow>,
+    /// Counts the request as running on the tracker, inline and then in its task, so that
+    /// shutdown waits for it and [`TaskTracker::len`] counts it once throughout. `None` for a
+    /// request that is cancelled with its caller.
     running: Option<TaskTrackerToken>,
 }
 
-impl<F: Future + Send + 'static> Detachable<F> {
-    pub(crate) fn new(future: F, tasks: &TaskTracker) -> Self {
+impl RequestFuture {
+    /// A flow that finishes even if its caller goes away.
+    pub(crate) fn detachable(
+        future: impl Future<Output = Response> + Send + 'static,
+        tasks: &TaskTracker,
+    ) -> Self {
         Self {
             future: Some(Box::pin(future)),
             running: Some(tasks.token()),
         }
     }
+
+    /// A future that is cancelled with its caller, as a plain handler's is (a safe method
+    /// that the layer lets through).
+    pub(crate) fn cancellable(future: impl Future<Output = Response> + Send + 'static) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
+            running: None,
+        }
+    }
 }
 
-impl<F: Future + Send + 'static> Future for Detachable<F> {
-    type Output = F::Output;
+impl Future for RequestFuture {
+    type Output = Response;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
         let future = self.future.as_mut().expect("polled after completion");
         let output = std::task::ready!(future.as_mut().poll(cx));
         self.future = None;
+        self.running = None;
         Poll::Ready(output)
     }
 }
 
-impl<F: Future + Send + 'static> Drop for Detachable<F> {
+impl Drop for RequestFuture {
     fn drop(&mut self) {
-        let (Some(future), running) = (self.future.take(), self.running.take()) else {
+        let (Some(future), Some(running)) = (self.future.take(), self.running.take()) else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 // The task takes the inline run's token over rather than counting itself
-                // anew, so the count never reads two for one run.
+                // anew, so the count never reads two for one request.
                 runtime.spawn(async move {
                     let _running = running;
                     drop(future.await);
@@ -60,16 +83,17 @@ impl<F: Future + Send + 'static> Drop for Detachable<F> {
             }
             // Dropped outside a runtime: the runtime itself is gone, and the work with it.
             Err(_) => tracing::error!(
-                "idempotency: a running handler was dropped outside a tokio runtime"
+                "idempotency: a request in progress was dropped outside a tokio runtime"
             ),
         }
     }
 }
 
-impl<F: Future + Send + 'static> fmt::Debug for Detachable<F> {
+impl fmt::Debug for RequestFuture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Detachable")
+        f.debug_struct("RequestFuture")
             .field("finished", &self.future.is_none())
+            .field("detachable", &self.running.is_some())
             .finish()
     }
 }
@@ -84,32 +108,46 @@ mod tests {
         time::Duration,
     };
 
+    use axum::response::IntoResponse;
+
     use super::*;
 
     #[tokio::test]
     async fn runs_inline_to_completion() {
         let tasks = TaskTracker::new();
-        assert_eq!(Detachable::new(async { 7 }, &tasks).await, 7);
+        let response = RequestFuture::detachable(async { "done".into_response() }, &tasks).await;
+        assert_eq!(response.status(), 200);
         assert!(tasks.is_empty());
+    }
+
+    fn slow(finished: &Arc<AtomicBool>) -> impl Future<Output = Response> + Send + 'static {
+        let finished = Arc::clone(finished);
+        async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            finished.store(true, Ordering::SeqCst);
+            ().into_response()
+        }
     }
 
     #[tokio::test]
     async fn finishes_in_a_task_of_its_own_when_dropped_midway() {
         let tasks = TaskTracker::new();
         let finished = Arc::new(AtomicBool::new(false));
-        let work = {
-            let finished = Arc::clone(&finished);
-            async move {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                finished.store(true, Ordering::SeqCst);
-            }
-        };
-        let inline = Detachable::new(work, &tasks);
+        let inline = RequestFuture::detachable(slow(&finished), &tasks);
         assert_eq!(tasks.len(), 1, "counted while inline");
         let _ = tokio::time::timeout(Duration::from_millis(5), inline).await;
         assert_eq!(tasks.len(), 1, "counted once detached, never twice");
         tasks.close();
         tasks.wait().await;
         assert!(finished.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_cancellable_one_stops_with_its_caller() {
+        let finished = Arc::new(AtomicBool::new(false));
+        let cancellable = RequestFuture::cancellable(slow(&finished));
+        let _ = tokio::time::timeout(Duration::from_millis(5), cancellable).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!finished.load(Ordering::SeqCst));
     }
 }

@@ -1,9 +1,9 @@
 //! Running a claimed request's handler to the end (SPEC §5 steps 4 to 6).
 //!
 //! The run renews the lease while the handler runs, catches a panic, captures the response
-//! and stores it (or releases the key), and only then answers. It is [`Detachable`]: if the
-//! client disconnects and hyper drops the request, the run carries on in a task of its own,
-//! so the client's retry finds the result.
+//! and stores it (or releases the key), and only then answers. It is part of the request's
+//! [`RequestFuture`](super::RequestFuture): if the client disconnects and hyper drops the
+//! request, the run carries on in a task of its own, so the client's retry finds the result.
 //!
 //! A completion or a release that the store does not take is not given up on: it goes on in
 //! the background ([`background`](super::background)) until the store answers, and a result
@@ -15,7 +15,6 @@ use std::{panic::AssertUnwindSafe, time::Duration};
 use super::{
     answer::{self, Released},
     background, counts_as_result,
-    detach::Detachable,
 };
 use crate::{
     Idempotency,
@@ -59,17 +58,8 @@ enum Finished {
 }
 
 impl Execution {
-    /// Runs `handler` to the end and answers with its response. If this future is dropped
-    /// (the client went away), the run carries on and stores the result.
-    pub(super) fn start(
-        self,
-        handler: impl Future<Output = Response> + Send + 'static,
-    ) -> impl Future<Output = Response> + Send + 'static {
-        let tasks = self.idem.tasks().clone();
-        Detachable::new(self.execute(handler), &tasks)
-    }
-
-    async fn execute(self, handler: impl Future<Output = Response> + Send + 'static) -> Response {
+    /// Runs `handler` to the end, stores its result (or releases the key) and answers.
+    pub(super) async fn execute(self, handler: impl Future<Output = Response> + Send + 'static) -> Response {
         let policy = self.policy;
         let work = AssertUnwindSafe(async move {
             let response = handler.await;
@@ -202,11 +192,10 @@ impl Execution {
     /// pending in this process and the completion goes on in the background: the operation
     /// ran, and its caller gets the result now.
     pub(super) async fn complete_on_its_own(&self, record: StoredResponse) {
-        let completion =
-            self.idem
-                .store()
-                .complete(&self.key, self.token, &record, self.policy.ttl);
-        match self.idem.call_store(completion).await {
+        let completion = self
+            .idem
+            .complete(&self.key, self.token, &record, self.policy.ttl);
+        match completion.await {
             Ok(()) => self.record(Outcome::Completed, &record.status()),
             Err(StoreError::LeaseLost) => self.record(
                 Outcome::Fenced,

@@ -13,8 +13,12 @@
 //!    passed them again.
 //! 5. **Claim** ([`claim`]): one atomic store call answers claimed, completed (a replay), in
 //!    flight (409, or wait) or mismatch (422).
-//! 6. **Execute** ([`execute`]): a claimed request's handler runs to the end even if its
-//!    client leaves; its response is stored (or the key released), then answered.
+//! 6. **Execute** ([`execute`]): a claimed request's handler runs to the end; its response
+//!    is stored (or the key released), then answered.
+//!
+//! The whole sequence runs to its end even if the client leaves ([`RequestFuture`]): a claim
+//! on its way to the store lands and is followed through, and a handler that has started
+//! stores its result for the retry.
 //!
 //! What differs between the layer and the attribute is the [`Endpoint`]: which checks run in
 //! steps 2 and 4, and how the handler is called.
@@ -37,6 +41,7 @@ use axum::{extract::Request, response::Response};
 use bytes::Bytes;
 use http::request::Parts;
 
+pub use self::detach::RequestFuture;
 use self::{
     admit::{Admission, Keyed},
     claim::Claimed,
@@ -73,8 +78,23 @@ pub(crate) trait Endpoint: Send + Sized + 'static {
     fn call_without_key(self, request: Request) -> impl Future<Output = Response> + Send + 'static;
 }
 
+/// The future of a request taken through the whole sequence: it runs to its end even if its
+/// caller stops waiting (see [`RequestFuture`]).
+pub(crate) fn start(
+    idem: Idempotency,
+    policy: Policy,
+    request: Request,
+    endpoint: impl Endpoint,
+) -> RequestFuture {
+    let tasks = idem.tasks().clone();
+    RequestFuture::detachable(
+        async move { handle(&idem, &policy, request, endpoint).await },
+        &tasks,
+    )
+}
+
 /// Takes a request through the whole sequence (see the [module docs](self)) and answers it.
-pub(crate) async fn handle(
+async fn handle(
     idem: &Idempotency,
     policy: &Policy,
     mut request: Request,
@@ -119,7 +139,7 @@ pub(crate) async fn handle(
                 route,
                 context,
             };
-            execution.start(endpoint.call(prepared)).await
+            execution.execute(endpoint.call(prepared)).await
         }
         Claimed::Answer(answer) => answer,
         Claimed::WithoutRecord => {

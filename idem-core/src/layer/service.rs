@@ -18,10 +18,23 @@ use bytes::Bytes;
 use http::request::Parts;
 
 use super::IdempotencyLayer;
-use crate::flow::{self, Endpoint};
+use crate::flow::{self, Endpoint, RequestFuture};
 
-/// The future of an [`IdempotencyService`].
-pub type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+/// The future of an [`IdempotencyService`]: a request the layer takes through idempotency
+/// runs to its end even if its caller stops waiting (its client disconnected), so that its
+/// result is stored for the retry; a request it lets through is cancelled with its caller, as
+/// without the layer.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct ResponseFuture(RequestFuture);
+
+impl Future for ResponseFuture {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(Ok)
+    }
+}
 
 /// Makes an inner service idempotent; built by [`IdempotencyLayer`].
 #[derive(Clone, Debug)]
@@ -56,10 +69,10 @@ where
         let fresh = self.inner.clone();
         let inner = Inner(std::mem::replace(&mut self.inner, fresh));
         if !self.layer.methods.contains(request.method()) {
-            return Box::pin(async move { Ok(inner.call(request).await) });
+            return ResponseFuture(RequestFuture::cancellable(inner.call(request)));
         }
         let (idem, policy) = (self.layer.idem.clone(), self.layer.policy);
-        Box::pin(async move { Ok(flow::handle(&idem, &policy, request, inner).await) })
+        ResponseFuture(flow::start(idem, policy, request, inner))
     }
 }
 

@@ -119,19 +119,19 @@ impl Sink for Length {
 /// Writes `response` in the layout of the module docs. One function for both the record and
 /// its length, so that [`check`] refuses exactly what [`encode`] refuses.
 fn write(response: &StoredResponse, sink: &mut impl Sink) -> Result<(), EncodeError> {
-    let count = response.headers.len();
+    let count = response.headers().len();
     let count = u16::try_from(count).map_err(|_| EncodeError::TooManyHeaders { count })?;
     sink.put(&[
         VERSION,
-        if response.body.is_some() {
+        if response.body().is_some() {
             BODY_KEPT
         } else {
             BODY_OMITTED
         },
     ]);
-    sink.put(&response.status.as_u16().to_be_bytes());
+    sink.put(&response.status().as_u16().to_be_bytes());
     sink.put(&count.to_be_bytes());
-    for (name, value) in &response.headers {
+    for (name, value) in response.headers() {
         let name_bytes = name.as_str().as_bytes();
         let name_len =
             u16::try_from(name_bytes.len()).map_err(|_| EncodeError::HeaderNameTooLong {
@@ -147,7 +147,7 @@ fn write(response: &StoredResponse, sink: &mut impl Sink) -> Result<(), EncodeEr
         sink.put(&value_len.to_be_bytes());
         sink.put(value.as_bytes());
     }
-    if let Some(body) = &response.body {
+    if let Some(body) = response.body() {
         let len =
             u64::try_from(body.len()).map_err(|_| EncodeError::BodyTooLong { len: body.len() })?;
         sink.put(&len.to_be_bytes());
@@ -221,10 +221,9 @@ pub(super) fn decode(bytes: &[u8]) -> Result<StoredResponse, DecodeError> {
     if !reader.0.is_empty() {
         return Err(DecodeError::Malformed("trailing bytes"));
     }
-    Ok(StoredResponse {
-        status,
-        headers,
-        body,
+    Ok(match body {
+        Some(body) => StoredResponse::new(status, headers, body),
+        None => StoredResponse::omitted_with(status, headers),
     })
 }
 
@@ -575,7 +574,7 @@ mod tests {
                 return Ok(());
             };
             if omitted {
-                response.body = None;
+                response = StoredResponse::omitted_with(response.status(), response.headers().clone());
             }
             match encode(&response) {
                 Ok(bytes) => {

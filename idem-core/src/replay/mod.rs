@@ -39,6 +39,8 @@ use axum::{
     response::{IntoResponse, IntoResponseParts, Response, ResponseParts},
 };
 use bytes::Bytes;
+use std::{fmt, sync::Arc};
+
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 pub use self::codec::{DecodeError, EncodeError};
@@ -74,8 +76,14 @@ impl IntoResponseParts for NoStore {
 }
 
 /// A completed operation's response, as a store keeps it.
+///
+/// Cheap to clone: clones share one record (the memory store keeps the very record the
+/// runtime captured, and a replay copies only what it sends).
+#[derive(Clone)]
+pub struct StoredResponse(Arc<Record>);
+
 #[derive(Clone, Debug, PartialEq)]
-pub struct StoredResponse {
+struct Record {
     status: StatusCode,
     headers: HeaderMap,
     body: Option<Bytes>,
@@ -84,46 +92,51 @@ pub struct StoredResponse {
 impl StoredResponse {
     /// A response to replay: status, the headers to send again, and the body.
     pub fn new(status: StatusCode, headers: HeaderMap, body: Bytes) -> Self {
-        Self {
-            status,
-            headers,
-            body: Some(body),
-        }
+        Self::from_parts(status, headers, Some(body))
     }
 
     /// The record of a response whose body was too large to keep: the operation ran and
     /// answered `status`, and retries are told that it cannot be replayed.
     pub fn omitted(status: StatusCode) -> Self {
-        Self {
+        Self::from_parts(status, HeaderMap::new(), None)
+    }
+
+    /// An omitted record that keeps headers: what a decoded record may hold.
+    pub(crate) fn omitted_with(status: StatusCode, headers: HeaderMap) -> Self {
+        Self::from_parts(status, headers, None)
+    }
+
+    fn from_parts(status: StatusCode, headers: HeaderMap, body: Option<Bytes>) -> Self {
+        Self(Arc::new(Record {
             status,
-            headers: HeaderMap::new(),
-            body: None,
-        }
+            headers,
+            body,
+        }))
     }
 
     /// The original status code.
     pub fn status(&self) -> StatusCode {
-        self.status
+        self.0.status
     }
 
     /// The headers a replay sends.
     pub fn headers(&self) -> &HeaderMap {
-        &self.headers
+        &self.0.headers
     }
 
     /// The body, or `None` when it was too large to keep.
     pub fn body(&self) -> Option<&Bytes> {
-        self.body.as_ref()
+        self.0.body.as_ref()
     }
 
     /// An estimate of the memory this record takes, for stores bounded by bytes.
     pub fn weight(&self) -> usize {
         let headers: usize = self
-            .headers
+            .headers()
             .iter()
             .map(|(name, value)| name.as_str().len() + value.len() + 32)
             .sum();
-        64 + headers + self.body.as_ref().map_or(0, Bytes::len)
+        64 + headers + self.body().map_or(0, Bytes::len)
     }
 
     /// Encodes the record for a store that keeps bytes: a format version byte, then the
@@ -172,28 +185,59 @@ impl StoredResponse {
     /// The answer to a retry: the stored response marked `Idempotent-Replayed: true`, or a
     /// 410 Problem Details when the body was too large to keep.
     pub fn into_replay(self) -> Response {
-        let mut response = match self.body {
+        self.into_replay_with(Problem::new)
+    }
+
+    /// [`into_replay`](Self::into_replay), with the 410 made by `problem` (the runtime's, whose
+    /// type URIs follow its configuration).
+    pub(crate) fn into_replay_with(
+        self,
+        problem: impl FnOnce(ProblemKind, String) -> Problem,
+    ) -> Response {
+        // A record the store shares (the memory store's) is copied; one of its own (decoded
+        // from a shared store's bytes) is moved.
+        let Record {
+            status,
+            headers,
+            body,
+        } = Arc::unwrap_or_clone(self.0);
+        let mut response = match body {
             Some(body) => {
                 let mut response = Response::new(Body::from(body));
-                *response.status_mut() = self.status;
-                *response.headers_mut() = self.headers;
+                *response.status_mut() = status;
+                *response.headers_mut() = headers;
                 response
             }
-            None => Problem::new(
+            None => problem(
                 ProblemKind::ResponseNotReplayable,
                 format!(
-                    "the request with this Idempotency-Key was processed and answered {}, but \
-                     its response was too large to keep for replay; it will not run again",
-                    self.status
+                    "the request with this Idempotency-Key was processed and answered {status}, \
+                     but its response was too large to keep for replay; it will not run again"
                 ),
             )
-            .with_original_status(self.status)
+            .with_original_status(status)
             .into_response(),
         };
         response
             .headers_mut()
             .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
         response
+    }
+}
+
+impl PartialEq for StoredResponse {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl fmt::Debug for StoredResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredResponse")
+            .field("status", &self.0.status)
+            .field("headers", &self.0.headers)
+            .field("body", &self.0.body)
+            .finish()
     }
 }
 

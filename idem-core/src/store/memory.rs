@@ -56,7 +56,7 @@ pub struct MemoryStore {
 
 struct Inner {
     in_flight: [Mutex<Shard>; SHARDS],
-    completed: Cache<StoreKey, Arc<Completed>, KeyedHash>,
+    completed: Cache<StoreKey, Completed, KeyedHash>,
 }
 
 struct Shard {
@@ -72,6 +72,8 @@ struct InFlight {
     expires_at: Instant,
 }
 
+/// A completed record, as moka keeps it (by value: cloning it shares the response).
+#[derive(Clone)]
 struct Completed {
     fingerprint: Fingerprint,
     /// The token the record was completed under: its holder's repeated completion is `Ok`.
@@ -110,7 +112,7 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn completed(&self, key: &StoreKey, now: Instant) -> Option<Arc<Completed>> {
+    fn completed(&self, key: &StoreKey, now: Instant) -> Option<Completed> {
         self.inner
             .completed
             .get(key)
@@ -159,7 +161,7 @@ impl MemoryStoreBuilder {
         // moka bounds one weight. Every record weighs at least `max_bytes / max_entries`, so
         // the byte bound also keeps the count of records at or under `max_entries`.
         let floor = (self.max_bytes / self.max_entries).max(1);
-        let weigh = move |_: &StoreKey, record: &Arc<Completed>| {
+        let weigh = move |_: &StoreKey, record: &Completed| {
             let bytes = record.response.weight() as u64 + 64;
             u32::try_from(bytes.max(floor)).unwrap_or(u32::MAX)
         };
@@ -240,11 +242,11 @@ impl std::hash::Hasher for KeyedHasher {
 /// Gives each completed record its own TTL in moka.
 struct TtlPerRecord;
 
-impl moka::Expiry<StoreKey, Arc<Completed>> for TtlPerRecord {
+impl moka::Expiry<StoreKey, Completed> for TtlPerRecord {
     fn expire_after_create(
         &self,
         _: &StoreKey,
-        record: &Arc<Completed>,
+        record: &Completed,
         _: std::time::Instant,
     ) -> Option<Duration> {
         Some(record.ttl)
@@ -287,19 +289,19 @@ impl Shard {
     }
 }
 
-#[async_trait]
-impl Store for MemoryStore {
-    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+/// The calls, answered at once: nothing here waits.
+impl MemoryStore {
+    fn claim_sync(&self, claim: &Claim<'_>) -> ClaimOutcome {
         let now = Instant::now();
         let mut shard = self.shard(claim.key);
         if let Some(done) = self.completed(claim.key, now) {
-            return Ok(if done.fingerprint == *claim.fingerprint {
-                ClaimOutcome::Completed(done.response.clone())
+            return if done.fingerprint == *claim.fingerprint {
+                ClaimOutcome::Completed(done.response)
             } else {
                 ClaimOutcome::Mismatch {
                     stored_algorithm: Some(done.fingerprint.algorithm()),
                 }
-            });
+            };
         }
         let fresh = InFlight {
             fingerprint: *claim.fingerprint,
@@ -310,23 +312,21 @@ impl Store for MemoryStore {
         match shard.live(claim.key, now) {
             None => {
                 shard.insert(*claim.key, fresh, now);
-                Ok(ClaimOutcome::Claimed)
+                ClaimOutcome::Claimed
             }
-            Some(record) if record.fingerprint != *claim.fingerprint => {
-                Ok(ClaimOutcome::Mismatch {
-                    stored_algorithm: Some(record.fingerprint.algorithm()),
-                })
-            }
-            Some(record) if record.lease_until > now => Ok(ClaimOutcome::InFlight),
+            Some(record) if record.fingerprint != *claim.fingerprint => ClaimOutcome::Mismatch {
+                stored_algorithm: Some(record.fingerprint.algorithm()),
+            },
+            Some(record) if record.lease_until > now => ClaimOutcome::InFlight,
             Some(record) => {
                 // The holder's lease lapsed: take over, fencing it out with the new token.
                 *record = fresh;
-                Ok(ClaimOutcome::Claimed)
+                ClaimOutcome::Claimed
             }
         }
     }
 
-    async fn complete(
+    fn complete_sync(
         &self,
         key: &StoreKey,
         token: LeaseToken,
@@ -348,13 +348,45 @@ impl Store for MemoryStore {
         let record = Completed {
             fingerprint,
             token,
+            // Shares the runtime's record: nothing is copied.
             response: response.clone(),
             ttl,
             expires_at: now + ttl,
         };
-        self.inner.completed.insert(*key, Arc::new(record));
+        self.inner.completed.insert(*key, record);
         shard.records.remove(key);
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        Ok(self.claim_sync(&claim))
+    }
+
+    fn claim_now(&self, claim: Claim<'_>) -> Option<Result<ClaimOutcome, StoreError>> {
+        Some(Ok(self.claim_sync(&claim)))
+    }
+
+    async fn complete(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.complete_sync(key, token, response, ttl)
+    }
+
+    fn complete_now(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Option<Result<(), StoreError>> {
+        Some(self.complete_sync(key, token, response, ttl))
     }
 
     async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {

@@ -262,6 +262,27 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         lease: Duration,
     ) -> Result<(), StoreError>;
 
+    /// Answers a claim at once, without a future, when the store can: an in-process store
+    /// (the memory store) answers here, and the runtime then skips the future's allocation and
+    /// the timeout around it. The default answers `None`, and the runtime awaits
+    /// [`claim`](Self::claim). A store that answers here answers exactly as `claim` would.
+    fn claim_now(&self, claim: Claim<'_>) -> Option<Result<ClaimOutcome, StoreError>> {
+        let _ = claim;
+        None
+    }
+
+    /// [`complete`](Self::complete) at once, as [`claim_now`](Self::claim_now) is for claims.
+    fn complete_now(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Option<Result<(), StoreError>> {
+        let _ = (key, token, response, ttl);
+        None
+    }
+
     /// Opens a transaction in which the handler's own writes and the completion of the record
     /// commit together. Stores without transactions keep the default, which answers
     /// [`StoreError::Unsupported`].
