@@ -51,8 +51,9 @@
 //! Use a new key for a new operation.
 //!
 //! ### handler-failed
-//! **500 Internal Server Error.** The operation failed unexpectedly (it panicked). The key was released: a retry with
-//! the same key runs the operation again.
+//! **500 Internal Server Error.** The operation failed unexpectedly (it panicked). The `detail` says what became of the
+//! key: released (a retry with the same key runs the operation again), still held because the store did not answer
+//! (it is released once the store answers; `Retry-After` says when to try), or blocked until its lease lapses.
 //!
 //! ### misconfigured
 //! **500 Internal Server Error.** The server's idempotency support is not set up for this route. This is a bug in the
@@ -96,7 +97,7 @@ pub enum ProblemKind {
     BodyUnreadable,
     /// 422: the key was used before with a different request.
     KeyReused,
-    /// 500: the handler panicked; the key was released.
+    /// 500: the handler panicked; the detail says whether its key was released.
     HandlerFailed,
     /// 500: the service's idempotency support is not set up for this route.
     Misconfigured,

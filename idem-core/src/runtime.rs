@@ -91,7 +91,10 @@ impl Idempotency {
         &*self.inner.resolver
     }
 
-    /// The number of handlers running now (including those whose client has gone).
+    /// The number of requests the runtime is taking through its flow now, those whose client
+    /// has gone included: a claim on its way to the store, a handler running, a completion
+    /// being written. Requests that the layer lets through untouched (safe methods) are not
+    /// counted. [`shutdown`](Self::shutdown) waits for all of them.
     pub fn running(&self) -> usize {
         self.inner.tasks.len()
     }

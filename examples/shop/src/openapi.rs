@@ -244,7 +244,7 @@ fn add_idempotency_answers(operation: &mut Operation) {
         ),
         (
             "500",
-            "The operation failed unexpectedly; the key was released, a retry runs it again",
+            "The operation failed unexpectedly; `detail` says whether the key was released (a retry runs it again) or is still held (retry after `Retry-After`)",
         ),
     ];
     for (status, description) in problems {

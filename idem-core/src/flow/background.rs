@@ -125,6 +125,7 @@ fn spawn(
     lifetime: Duration,
     route: Route,
 ) {
+    let route_for_log = route.as_str().to_owned();
     let runtime = idem.clone();
     let stop = idem.background_stop();
     let work = async move {
@@ -138,7 +139,15 @@ fn spawn(
         }
         report(&write, outcome, route.as_str(), &key);
     };
-    idem.background().spawn(work);
+    // A flow dropped outside a runtime (its runtime shut down) lands here from a guard's
+    // drop: there is nothing left to spawn on, and panicking in a drop would abort.
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(idem.background().spawn_on(work, &runtime)),
+        Err(_) => tracing::error!(
+            route = route_for_log,
+            "idempotency: a store write was abandoned: no tokio runtime is left to run it"
+        ),
+    }
 }
 
 /// How a background write ended.

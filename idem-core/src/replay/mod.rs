@@ -129,14 +129,36 @@ impl StoredResponse {
         self.0.body.as_ref()
     }
 
-    /// An estimate of the memory this record takes, for stores bounded by bytes.
+    /// An estimate of the heap this record occupies, in bytes, for stores bounded by bytes:
+    /// the shared record itself, its header table (sized by its capacity, not its length),
+    /// each header's name and value with their allocations, and the body. The constants were
+    /// fitted to what a record really holds (bench/memory.sh measures it; see
+    /// docs/benchmarks.md, *Memory*): the estimate errs on the high side, by up to a fifth
+    /// for responses with many headers.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{HeaderMap, StatusCode};
+    /// use idem_core::StoredResponse;
+    ///
+    /// let small = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from_static(b"{}"));
+    /// let large = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from(vec![b' '; 4096]));
+    /// assert!(large.weight() > small.weight() + 4096);
+    /// ```
     pub fn weight(&self) -> usize {
+        /// The `Arc`'d record with its status and header table, as allocated.
+        const RECORD: usize = 192;
+        /// One slot of the header table (a name, a value and the table's links).
+        const SLOT: usize = 180;
+        /// A header's own allocations besides its bytes (its name and value buffers).
+        const HEADER: usize = 96;
         let headers: usize = self
             .headers()
             .iter()
-            .map(|(name, value)| name.as_str().len() + value.len() + 32)
+            .map(|(name, value)| name.as_str().len() + value.len() + HEADER)
             .sum();
-        64 + headers + self.body().map_or(0, Bytes::len)
+        let body = self.body().map_or(0, |body| body.len() + body.len() / 16);
+        RECORD + self.headers().capacity() * SLOT + headers + body
     }
 
     /// Encodes the record for a store that keeps bytes: a format version byte, then the

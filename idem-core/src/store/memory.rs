@@ -24,7 +24,8 @@
 //!   removes the in-flight one under the shard lock, so a claim never sees neither or both.
 //!
 //! When the cache is full, the least recently used completed records are evicted first
-//! (LRU: every new record is admitted). An evicted record is forgotten early: a retry of its
+//! (LRU: every new record is admitted). The byte bound counts what a record really occupies
+//! (see [`MemoryStoreBuilder::max_bytes`]). An evicted record is forgotten early: a retry of its
 //! key would run again. Size the store for the records you keep for one TTL;
 //! [`MemoryStore::completed_records`] tells how full it is.
 //!
@@ -149,8 +150,15 @@ impl MemoryStoreBuilder {
         self
     }
 
-    /// The most bytes of completed records kept, as estimated by
-    /// [`StoredResponse::weight`] (64 MiB by default).
+    /// The most heap the completed records may occupy (64 MiB by default): each weighs
+    /// [`StoredResponse::weight`] plus what its cache entry costs, both fitted to measured
+    /// memory, so this is the real bound on what the records hold, not a nominal one. A small
+    /// JSON answer (one header, 100 bytes of body) weighs about 1 KiB: 64 MiB keeps about
+    /// 65,000 of them; the entry bound keeps the count under `max_entries` whatever their size.
+    ///
+    /// The process's resident set grows by a little more than the records' heap (the
+    /// allocator's own bookkeeping, about 5% to 20% by record size on glibc); docs/benchmarks.md,
+    /// *Memory*, has the figures.
     pub fn max_bytes(mut self, bytes: u64) -> Self {
         self.max_bytes = bytes.max(1);
         self
@@ -162,7 +170,7 @@ impl MemoryStoreBuilder {
         // the byte bound also keeps the count of records at or under `max_entries`.
         let floor = (self.max_bytes / self.max_entries).max(1);
         let weigh = move |_: &StoreKey, record: &Completed| {
-            let bytes = record.response.weight() as u64 + 64;
+            let bytes = (record.response.weight() + ENTRY_BYTES) as u64;
             u32::try_from(bytes.max(floor)).unwrap_or(u32::MAX)
         };
         let completed = Cache::builder()
@@ -185,6 +193,10 @@ impl MemoryStoreBuilder {
         }
     }
 }
+
+/// What one completed record costs the cache besides the record itself: moka's entry (its
+/// key, value, expiry and the LRU and timer links), measured with bench/memory.sh.
+const ENTRY_BYTES: usize = 448;
 
 /// Hashes a [`StoreKey`]'s eight-byte prefix (all its `Hash` writes) with a keyed mix.
 ///
