@@ -37,7 +37,13 @@ fn resident_bytes() -> u64 {
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
         .map_or(0, |kib| kib * 1024)
 }
 
@@ -53,8 +59,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let body_bytes = rest.first().copied().unwrap_or(100);
     let headers = rest.get(1).copied().unwrap_or(0);
     let body: &'static str = Box::leak(
-        format!(r#"{{"id":"pay_1","pad":"{}"}}"#, "x".repeat(body_bytes.saturating_sub(23) as usize))
-            .into_boxed_str(),
+        format!(
+            r#"{{"id":"pay_1","pad":"{}"}}"#,
+            "x".repeat(body_bytes.saturating_sub(23) as usize)
+        )
+        .into_boxed_str(),
     );
 
     let runtime = tokio::runtime::Builder::new_current_thread()

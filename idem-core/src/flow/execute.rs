@@ -58,11 +58,19 @@ enum Finished {
 }
 
 impl Execution {
-    /// Runs `handler` to the end, stores its result (or releases the key) and answers.
-    pub(super) async fn execute(self, handler: impl Future<Output = Response> + Send + 'static) -> Response {
+    /// Runs the handler that `call` starts to the end, stores its result (or releases the
+    /// key) and answers.
+    ///
+    /// The handler's future is made where it is awaited, not passed in: a future passed
+    /// through the panic guard and the `select!` is laid out once in each of them, and the
+    /// whole request's future, several kilobytes more, is copied on every request.
+    pub(super) async fn execute<F>(self, call: impl FnOnce() -> F + Send) -> Response
+    where
+        F: Future<Output = Response> + Send,
+    {
         let policy = self.policy;
         let work = AssertUnwindSafe(async move {
-            let response = handler.await;
+            let response = call().await;
             if !counts_as_result(&policy, &response) {
                 return Finished::NotAResult(response);
             }
@@ -386,19 +394,22 @@ impl Execution {
 /// Runs a handler without a record: there is no key, or the store failed and the policy says
 /// to run anyway. A transaction the handler opened commits when its response would have been
 /// stored, and rolls back otherwise, as on the recorded path.
-pub(super) async fn without_record(
+pub(super) async fn without_record<F>(
     policy: &Policy,
     route: &Route,
     context: IdempotencyContext,
-    handler: impl Future<Output = Response>,
-) -> Response {
+    call: impl FnOnce() -> F,
+) -> Response
+where
+    F: Future<Output = Response>,
+{
     observe::record(
         Outcome::Unrecorded,
         route.as_str(),
         None,
         &"ran without an idempotency record",
     );
-    let response = handler.await;
+    let response = call().await;
     let Some(transaction) = context.take_transaction().await else {
         return response;
     };

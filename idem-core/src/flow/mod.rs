@@ -111,7 +111,7 @@ async fn handle(
     } = match admit::admit(idem, policy, request, &route).await {
         Ok(Admission::Keyed(keyed)) => keyed,
         Ok(Admission::WithoutKey(request)) => {
-            let handler = endpoint.call_without_key(request);
+            let handler = move || endpoint.call_without_key(request);
             return execute::without_record(policy, &route, context, handler).await;
         }
         Err(refusal) => return refusal,
@@ -139,11 +139,11 @@ async fn handle(
                 route,
                 context,
             };
-            execution.execute(endpoint.call(prepared)).await
+            execution.execute(move || endpoint.call(prepared)).await
         }
         Claimed::Answer(answer) => answer,
         Claimed::WithoutRecord => {
-            let handler = endpoint.call(prepared);
+            let handler = move || endpoint.call(prepared);
             execute::without_record(policy, &route, context, handler).await
         }
     }
