@@ -2,7 +2,7 @@
 //!
 //! The runtime puts a context into the request's extensions before the handler runs. A
 //! transactional store's extractor uses it to open the transaction in which the handler's
-//! writes and the record's completion commit together (SPEC §10).
+//! writes and the record's completion commit together (see docs/contract.md, *Stores*).
 
 use std::{sync::Arc, time::Duration};
 

@@ -1,4 +1,4 @@
-//! The `Idempotency-Key` request header (SPEC §2).
+//! The `Idempotency-Key` request header (see docs/contract.md, *The key*).
 //!
 //! ```
 //! use http::{HeaderMap, HeaderValue};

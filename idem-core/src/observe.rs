@@ -1,11 +1,14 @@
-//! What the runtime tells operators: one `tracing` event per decision, and counters through
-//! the `metrics` facade (feature `metrics`).
+//! What the runtime tells operators: a `tracing` event for each decision about a request,
+//! and counters through the `metrics` facade (feature `metrics`).
 //!
-//! Events carry the outcome, the route template and, once the request has one, the first 16
-//! hex digits of its [`StoreKey`] (`key`), which is how an operator finds the record in Redis
-//! or PostgreSQL. The client's own key value is never logged: it is the client's secret in a
-//! global scope. An error is logged with its whole `source()` chain. With the `metrics`
-//! feature every outcome increments `idem_requests_total{outcome, route}`.
+//! An event carries the outcome, the route (the matched template, or the path where no route
+//! matched) and, once the request has one, the first 16 hex digits of its [`StoreKey`] (`key`),
+//! which is how an operator finds the record in Redis or PostgreSQL. The client's own key value
+//! is never passed here: a refusal records the slug of its problem type, never the header or
+//! the parser's message about it, since in a global scope the key is the client's secret. An
+//! error is logged with its whole `source()` chain. With the `metrics` feature every outcome
+//! increments `idem_requests_total{outcome, route}`. The crate docs list the outcomes with
+//! their levels, and a test below keeps that table and [`Outcome`] the same.
 
 use std::{error::Error, fmt};
 
@@ -144,6 +147,60 @@ mod tests {
             Chain(&error).to_string(),
             "the store failed: connection refused"
         );
+    }
+
+    /// Every outcome, in the order of the crate docs' table.
+    fn every_outcome() -> [Outcome; 12] {
+        // Fails to compile when an outcome is added, until it is listed below and documented.
+        let _listed = |outcome: Outcome| match outcome {
+            Outcome::Claimed
+            | Outcome::Completed
+            | Outcome::Replayed
+            | Outcome::Unrecorded
+            | Outcome::Conflict
+            | Outcome::Mismatch
+            | Outcome::Released
+            | Outcome::Refused
+            | Outcome::StoreError
+            | Outcome::Fenced
+            | Outcome::Panicked
+            | Outcome::Lost => (),
+        };
+        [
+            Outcome::Claimed,
+            Outcome::Completed,
+            Outcome::Replayed,
+            Outcome::Unrecorded,
+            Outcome::Conflict,
+            Outcome::Mismatch,
+            Outcome::Released,
+            Outcome::Refused,
+            Outcome::StoreError,
+            Outcome::Fenced,
+            Outcome::Panicked,
+            Outcome::Lost,
+        ]
+    }
+
+    #[test]
+    fn the_crate_docs_list_every_outcome_with_its_level() {
+        // The rows of the table under "# Logs": `| `outcome` | LEVEL | when |`.
+        let documented: Vec<(String, String)> = include_str!("lib.rs")
+            .lines()
+            .skip_while(|line| *line != "//! # Logs")
+            .take_while(|line| *line != "//! # Metrics")
+            .filter_map(|line| line.strip_prefix("//! | `"))
+            .filter_map(|row| {
+                let (outcome, rest) = row.split_once("` | ")?;
+                let (level, _) = rest.split_once(" | ")?;
+                Some((outcome.to_owned(), level.to_owned()))
+            })
+            .collect();
+        let actual: Vec<(String, String)> = every_outcome()
+            .iter()
+            .map(|outcome| (outcome.as_str().to_owned(), outcome.level().to_string()))
+            .collect();
+        assert_eq!(documented, actual);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Whose key is it (SPEC §3): the principal a key belongs to, and the store key made from it.
+//! Whose key is it (see docs/contract.md, *Scope*): the principal a key belongs to, and the store key made from it.
 //!
 //! A record is never looked up by the client's key alone. The [`StoreKey`] is a SHA-256 over
 //! the scope, its principal, the method, the matched route template and the key, so two users

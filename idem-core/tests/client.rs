@@ -552,7 +552,7 @@ async fn idem_server() -> String {
     base
 }
 
-/// The seed's case 5 against idem itself: the first attempt times out, the retries meet 409
+/// Case 5 of docs/contract.md against idem itself: the first attempt times out, the retries meet 409
 /// while it runs, and the call gets the first request's result, replayed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_first_attempt_is_collected_through_409() {

@@ -1,4 +1,4 @@
-//! The `Idempotency-Key` header rules of SPEC §2, through the public API.
+//! The `Idempotency-Key` header rules of docs/contract.md (*The key*), through the public API.
 
 use http::{HeaderMap, HeaderValue};
 use idem_core::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax, MAX_KEY_LEN};

@@ -1,5 +1,5 @@
 //! `#[idempotent]` handlers through real axum routers: each argument does what it says, and
-//! the seven cases of SPEC §9 hold for an annotated handler.
+//! the seven cases of docs/contract.md hold for an annotated handler.
 //!
 //! Every handler counts its executions. Requests go through `tower::ServiceExt::oneshot`; the
 //! assertions are what a client sees (status, `Idempotent-Replayed`, body bytes, Problem
@@ -444,7 +444,7 @@ async fn send(app: &Router, request: Request) -> Seen {
 
 const BODY: &str = r#"{"amount":9800,"currency":"JPY"}"#;
 
-// ---- SPEC §9, for an annotated handler ----
+// ---- The seven cases (docs/contract.md), for an annotated handler ----
 
 #[tokio::test(flavor = "multi_thread")]
 async fn case_1_same_key_same_body_replays_the_first_result() {

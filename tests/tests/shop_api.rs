@@ -1,4 +1,4 @@
-//! The shop over real HTTP, beyond SPEC §9: keys and their spellings, users, authentication,
+//! The shop over real HTTP, beyond the seven cases of docs/contract.md: keys and their spellings, users, authentication,
 //! bodies, concurrency, reads, errors, the OpenAPI document and graceful shutdown.
 
 mod shop_support;

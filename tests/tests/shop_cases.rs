@@ -1,4 +1,4 @@
-//! The seven cases of SPEC §9 (the seed article's test list), each over real HTTP against the
+//! The seven cases of docs/contract.md (*The seven cases*, the article's test list), each over real HTTP against the
 //! shop, or, for the TTL and the 5xx policy, against a small router built for the test.
 
 mod shop_support;

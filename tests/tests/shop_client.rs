@@ -1,6 +1,6 @@
-//! The shop from the client side, with `idem_core::client`: the seed's case 5 as the client
-//! library plays it, and the shop's own outbound call to its bank, which a derived key keeps to
-//! one transfer even when the shop forgets it made one.
+//! The shop from the client side, with `idem_core::client`: case 5 of docs/contract.md as the
+//! client library plays it, and the shop's own outbound call to its bank, which a derived key
+//! keeps to one transfer even when the shop forgets it made one.
 
 mod shop_support;
 

@@ -1,4 +1,4 @@
-//! Running a claimed request's handler to the end (SPEC §5 steps 4 to 6).
+//! Running a claimed request's handler to the end (see docs/contract.md, *The flow*, steps 4 to 6).
 //!
 //! The run renews the lease while the handler runs, catches a panic, captures the response
 //! and stores it (or releases the key), and only then answers. It is part of the request's

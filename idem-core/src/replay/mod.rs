@@ -1,4 +1,4 @@
-//! What is stored and what is replayed (SPEC §6).
+//! What is stored and what is replayed (see docs/contract.md, *What is stored and what is replayed*).
 //!
 //! The runtime captures a handler's response (status, headers, body), keeps what is safe to
 //! send again, and answers every retry with those bytes plus `Idempotent-Replayed: true`.

@@ -1,4 +1,4 @@
-//! Where idempotency records live (SPEC §5, §7, §10): the [`Store`] trait and its contract.
+//! Where idempotency records live (see docs/contract.md, *The flow*, *In flight, expiry, store failures* and *Stores*): the [`Store`] trait and its contract.
 //!
 //! A record is the state of one key: **in flight** (claimed by a request that is running the
 //! operation, under a lease) or **completed** (the stored response). The runtime drives a

@@ -1,5 +1,5 @@
 //! [`PostgresStore`]: durable records, shared by every instance, and completed in the same
-//! transaction as the handler's own writes (SPEC §10).
+//! transaction as the handler's own writes (see docs/contract.md, *Stores*).
 //!
 //! ```no_run
 //! use std::time::Duration;
