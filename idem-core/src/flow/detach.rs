@@ -22,8 +22,10 @@ use tokio_util::task::{TaskTracker, task_tracker::TaskTrackerToken};
 
 type BoxedFlow = Pin<Box<dyn Future<Output = Response> + Send>>;
 
-/// Polls its flow inline; dropped before it finished, spawns the rest of it on the runtime's
-/// tracker (when it was made [`detachable`](Self::detachable)).
+/// The future of a request that an idempotent handler or `IdempotencyLayer` answers. It polls
+/// the request's flow inline; dropped before it finished, it spawns the rest of the flow on
+/// the runtime, which [`Idempotency::shutdown`](crate::Idempotency::shutdown) waits for (a
+/// safe method that the layer lets through is cancelled with its caller instead).
 #[must_use = "futures do nothing unless polled"]
 pub struct RequestFuture {
     future: Option<BoxedFlow>,
