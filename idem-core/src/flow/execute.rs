@@ -272,28 +272,7 @@ impl Execution {
                 let released = self
                     .release("released after its transaction rolled back")
                     .await;
-                answer::store_unavailable(
-                    &self.idem,
-                    &self.policy,
-                    match released {
-                        Released::Now => {
-                            "the request's transaction could not commit and was rolled back: \
-                             nothing was stored, and the Idempotency-Key was released, so \
-                             retrying it runs the request again"
-                        }
-                        Released::Later | Released::Blocked => {
-                            "the request's transaction could not commit and was rolled back: \
-                             nothing was stored; the Idempotency-Key is released as soon as the \
-                             idempotency store answers again, and a retry after that runs the \
-                             request again"
-                        }
-                        Released::TakenOver => {
-                            "the request's transaction could not commit and was rolled back; \
-                             another request with this Idempotency-Key has taken it over, and a \
-                             retry gets that request's result"
-                        }
-                    },
-                )
+                answer::store_unavailable(&self.idem, &self.policy, rolled_back(released))
             }
             Err(error) => {
                 // The commit's outcome is unknown. Releasing under our token settles it: if
@@ -388,6 +367,31 @@ impl Execution {
         error: &(dyn std::error::Error + 'static),
     ) {
         observe::record_error(outcome, self.route.as_str(), Some(&self.key), what, error);
+    }
+}
+
+/// What a client is told after its request's transaction rolled back, by what became of its
+/// key.
+fn rolled_back(released: Released) -> &'static str {
+    match released {
+        Released::Now => {
+            "the request's transaction could not commit and was rolled back: nothing was stored, \
+             and the Idempotency-Key was released, so retrying it runs the request again"
+        }
+        Released::Later => {
+            "the request's transaction could not commit and was rolled back: nothing was stored; \
+             the Idempotency-Key is released as soon as the idempotency store answers again, and \
+             a retry after that runs the request again"
+        }
+        Released::Blocked => {
+            "the request's transaction could not commit and was rolled back: nothing was stored; \
+             the idempotency store refused to release the Idempotency-Key, so it stays blocked \
+             until its lease lapses"
+        }
+        Released::TakenOver => {
+            "the request's transaction could not commit and was rolled back; another request \
+             with this Idempotency-Key has taken it over, and a retry gets that request's result"
+        }
     }
 }
 
