@@ -4,6 +4,7 @@
 //! Every test that claims to test HTTP behaviour goes through these: a router served by
 //! axum on `127.0.0.1:0`, requests sent by reqwest over TCP.
 
+pub mod inprocess;
 pub mod postgres_server;
 pub mod redis_server;
 
@@ -87,11 +88,15 @@ impl Answer {
             .unwrap_or_else(|error| panic!("the body is not JSON ({error}): {:?}", self.body))
     }
 
-    /// Whether the answer is a replay (`Idempotent-Replayed: true`).
+    /// Whether the answer is a replay (`Idempotent-Replayed: true`); the header never has
+    /// another value.
+    #[track_caller]
     pub fn replayed(&self) -> bool {
-        self.headers
-            .get("idempotent-replayed")
-            .is_some_and(|value| value == "true")
+        match self.headers.get("idempotent-replayed") {
+            None => false,
+            Some(value) if value == "true" => true,
+            Some(other) => panic!("Idempotent-Replayed: {other:?}"),
+        }
     }
 
     /// A header as text, if present.
@@ -100,7 +105,7 @@ impl Answer {
     }
 
     /// Asserts that the answer is Problem Details of `status` whose `type` ends with
-    /// `#slug`, and answers its body.
+    /// `#slug`, with a `title` and a `detail`, and answers its body.
     #[track_caller]
     pub fn problem(&self, status: StatusCode, slug: &str) -> Value {
         assert_eq!(self.status, status, "status of {:?}", self.body);
@@ -116,6 +121,19 @@ impl Answer {
             "type {kind:?}, expected one ending with #{slug}"
         );
         assert_eq!(body["status"], status.as_u16());
+        assert!(
+            body["title"].is_string() && body["detail"].is_string(),
+            "title and detail of {body}"
+        );
+        body
+    }
+
+    /// Asserts [`problem`](Self::problem), and that the answer is the runtime's own refusal,
+    /// not a stored answer sent again.
+    #[track_caller]
+    pub fn refusal(&self, status: StatusCode, slug: &str) -> Value {
+        let body = self.problem(status, slug);
+        assert!(!self.replayed(), "a refusal is never a replay");
         body
     }
 }
