@@ -5,8 +5,11 @@
 //! axum on `127.0.0.1:0`, requests sent by reqwest over TCP.
 
 pub mod inprocess;
+pub mod postgres_fixture;
 pub mod postgres_server;
+pub mod redis_fixture;
 pub mod redis_server;
+pub mod shop_fixture;
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -54,7 +57,7 @@ impl Drop for Served {
 }
 
 /// What the client saw of one answer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Answer {
     /// The status code.
     pub status: StatusCode,
@@ -72,6 +75,11 @@ impl Answer {
             .send()
             .await
             .expect("the request gets an answer");
+        Self::read(response).await
+    }
+
+    /// Reads the whole of `response`.
+    pub async fn read(response: reqwest::Response) -> Self {
         let status = response.status();
         let headers = response.headers().clone();
         let body = response.bytes().await.expect("the body is read");
@@ -121,11 +129,19 @@ impl Answer {
             "type {kind:?}, expected one ending with #{slug}"
         );
         assert_eq!(body["status"], status.as_u16());
+        let text = |member: &str| body[member].as_str().is_some_and(|text| !text.is_empty());
         assert!(
-            body["title"].is_string() && body["detail"].is_string(),
+            text("title") && text("detail"),
             "title and detail of {body}"
         );
         body
+    }
+
+    /// Asserts that the answer is a `201 Created`, and answers its body as JSON.
+    #[track_caller]
+    pub fn created(&self) -> Value {
+        assert_eq!(self.status, StatusCode::CREATED, "{self:?}");
+        self.json()
     }
 
     /// Asserts [`problem`](Self::problem), and that the answer is the runtime's own refusal,
@@ -135,6 +151,19 @@ impl Answer {
         let body = self.problem(status, slug);
         assert!(!self.replayed(), "a refusal is never a replay");
         body
+    }
+}
+
+impl std::fmt::Debug for Answer {
+    /// The status, the headers and the body as text: what a failing assertion shows.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?} {}",
+            self.status,
+            self.headers,
+            String::from_utf8_lossy(&self.body)
+        )
     }
 }
 

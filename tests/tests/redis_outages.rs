@@ -6,8 +6,6 @@
 //! Skipped when `IDEM_TEST_REDIS_URL` is unset (CI sets it) or `redis-server` is not on
 //! `PATH`.
 
-mod redis_support;
-
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -21,8 +19,8 @@ use axum::{
     routing::post,
 };
 use idem_core::{Idempotency, IdempotencyLayer, Policy, RedisStore, Scope};
+use idem_tests::redis_fixture::{fresh_prefix, redis_url};
 use idem_tests::{Answer, Served, eventually, redis_server::RedisServer};
-use redis_support::{fresh_prefix, redis_url};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 

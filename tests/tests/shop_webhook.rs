@@ -2,12 +2,14 @@
 //! transfer only with the bank's signature of its body. The signature is checked in the
 //! webhook's body extractor, which `#[idempotent]` runs before every idempotency decision.
 
-mod shop_support;
-
 use hmac::{Hmac, KeyInit, Mac};
+use idem_tests::{
+    Answer,
+    shop_fixture::{Api, TestShop, key, settings, transfer, user},
+};
+use reqwest::StatusCode;
 use sha2::Sha256;
 use shop::Settings;
-use shop_support::{Answer, Api, TestShop, key, send, settings, transfer, user};
 
 /// The bank's signature of `body`, computed here independently of the shop.
 fn sign(body: &str) -> String {
@@ -29,7 +31,7 @@ async fn deliver(api: &Api, key: &str, body: &str, signature: Option<&str>) -> A
     if let Some(signature) = signature {
         request = request.header("bank-signature", signature);
     }
-    send(request).await
+    Answer::of(request).await
 }
 
 /// A settled transfer's event, delivered once with the bank's signature: the shop, the
@@ -55,7 +57,7 @@ async fn settled() -> (TestShop, String, String, Answer) {
 async fn an_unsigned_redelivery_is_401_and_not_a_replay() {
     let (test, event, event_key, _) = settled().await;
     let unsigned = deliver(&test.api, &event_key, &event, None).await;
-    unsigned.problem_of(401, "invalid-signature");
+    unsigned.problem(StatusCode::UNAUTHORIZED, "invalid-signature");
     assert!(!unsigned.replayed());
     assert!(
         !String::from_utf8_lossy(&unsigned.body).contains("settled"),
@@ -69,7 +71,7 @@ async fn a_redelivery_with_a_wrong_signature_is_401_and_not_a_replay() {
     let other_body = sign(r#"{"type":"transfer.settled","transfer":"tr_other"}"#);
     for wrong in ["sha256=00", "sha256=", "", other_body.as_str()] {
         let forged = deliver(&test.api, &event_key, &event, Some(wrong)).await;
-        forged.problem_of(401, "invalid-signature");
+        forged.problem(StatusCode::UNAUTHORIZED, "invalid-signature");
         assert!(!forged.replayed(), "signature {wrong:?}");
     }
 }
@@ -84,7 +86,7 @@ async fn a_signed_redelivery_is_the_replay_of_the_first() {
     // A refused delivery in between does not disturb the stored result.
     deliver(&test.api, &event_key, &event, None)
         .await
-        .problem_of(401, "invalid-signature");
+        .problem(StatusCode::UNAUTHORIZED, "invalid-signature");
     let again = deliver(&test.api, &event_key, &event, Some(&sign(&event))).await;
     assert!(again.replayed());
     assert_eq!(again.body, first.body);
