@@ -43,9 +43,11 @@ use axum::{
     body::Body,
     extract::Request,
     http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::Response,
 };
 use idem_core::{
-    MemoryStore,
+    MemoryStore, Principal,
     store::conformance::{Call, Fault, FaultyStore},
 };
 use serde_json::{Value, json};
@@ -131,6 +133,21 @@ pub fn with_header(mut request: Request, name: &'static str, value: &str) -> Req
         HeaderValue::from_str(value).expect("a valid header value"),
     );
     request
+}
+
+/// An application's authentication, as a middleware: the `x-user` header, when there is
+/// one, names the request's principal. Every request is let through, so that a test sees
+/// what idem does without a principal.
+pub async fn authenticate(mut request: Request, next: Next) -> Response {
+    let user = request
+        .headers()
+        .get("x-user")
+        .and_then(|value| value.to_str().ok())
+        .map(Principal::new);
+    if let Some(principal) = user {
+        request.extensions_mut().insert(principal);
+    }
+    next.run(request).await
 }
 
 /// Sends `request` through `app` and reads the whole answer.

@@ -183,6 +183,21 @@ pub async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) 
     }
 }
 
+/// A fresh `Idempotency-Key`, as a client makes one per operation (UUID-shaped), so that
+/// tests that share a store never share a key.
+pub fn key() -> String {
+    let bits: u128 = rand::random();
+    let hex = format!("{bits:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
 /// A loopback port that was free a moment ago, for a server of the test's own.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

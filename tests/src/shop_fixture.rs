@@ -8,9 +8,11 @@
 use std::{net::SocketAddr, time::Duration};
 
 use axum::Router;
+use hmac::{Hmac, KeyInit, Mac};
 use idem_core::Idempotency;
 use reqwest::RequestBuilder;
 use serde_json::{Value, json};
+use sha2::Sha256;
 use shop::{Backend, ConnectionLimits, Settings, Shop};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
@@ -117,20 +119,6 @@ pub fn user() -> String {
     format!("user-{:012x}", rand::random::<u64>() >> 16)
 }
 
-/// A fresh key, as a client makes one per operation (UUID-shaped).
-pub fn key() -> String {
-    let bits: u128 = rand::random();
-    let hex = format!("{bits:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
-
 /// A payment body.
 pub fn payment(amount: i64) -> Value {
     json!({ "amount": amount, "currency": "JPY" })
@@ -201,6 +189,21 @@ impl Api {
         Answer::of(self.post("/transfers", Some(user), Some(key)).json(body)).await
     }
 
+    /// Delivers the bank's webhook `body` with `key`, signed with `signature` (none: no
+    /// `Bank-Signature`).
+    pub async fn deliver(&self, key: &str, body: &str, signature: Option<&str>) -> Answer {
+        let mut request = self
+            .http
+            .post(self.url("/webhooks/bank"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(body.to_owned());
+        if let Some(signature) = signature {
+            request = request.header("bank-signature", signature);
+        }
+        Answer::of(request).await
+    }
+
     /// `GET /payments` as `user`: the items.
     pub async fn payments(&self, user: &str) -> Vec<Value> {
         self.items("/payments", user).await
@@ -217,6 +220,16 @@ impl Api {
         assert!(!answer.replayed(), "a GET is never a replay");
         answer.json()["items"].as_array().unwrap().clone()
     }
+}
+
+/// The bank's signature of `body` (`sha256=` and the hex HMAC under the shop's default
+/// webhook secret), computed here independently of the shop.
+pub fn bank_signature(body: &str) -> String {
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(Settings::DEFAULT_WEBHOOK_SECRET.as_bytes())
+            .expect("an HMAC takes a key of any length");
+    mac.update(body.as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// Waits for the time a 409 or 503 asks for in `Retry-After` (whole seconds).

@@ -12,12 +12,11 @@ use axum::{
     body::Bytes,
     extract::{FromRequest, FromRequestParts, Request, State},
     http::{StatusCode, header, request::Parts},
-    middleware::{self, Next},
-    response::Response,
+    middleware,
     routing::post,
 };
 use idem_core::{Idempotency, MemoryStore, Principal, PureBody, Scope, idempotent};
-use idem_tests::inprocess::{Counter, post_to, send, unreachable, with_header};
+use idem_tests::inprocess::{Counter, authenticate, post_to, send, unreachable, with_header};
 use serde_json::{Value, json};
 
 /// The defaults: user scope, key required, reject conflicts, JSON fingerprints.
@@ -155,19 +154,6 @@ async fn extractor_auth(
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
     counter.run(body).await
-}
-
-/// Authentication as a middleware: `x-user` names the principal.
-async fn authenticate(mut request: Request, next: Next) -> Response {
-    if let Some(user) = request
-        .headers()
-        .get("x-user")
-        .and_then(|value| value.to_str().ok())
-    {
-        let principal = Principal::new(user);
-        request.extensions_mut().insert(principal);
-    }
-    next.run(request).await
 }
 
 /// The toy signature of a body that [`Signed`] checks: its length and byte sum.

@@ -17,17 +17,16 @@ use axum::{
     body::Body,
     extract::{DefaultBodyLimit, Request, State},
     http::{HeaderValue, Method, StatusCode, header},
-    middleware::{self, Next},
+    middleware,
     response::{IntoResponse, Response},
     routing::post,
 };
 use idem_core::{
-    Idempotency, IdempotencyLayer, MemoryStore, NoStore, OnConflict, OnStoreError, Policy,
-    Principal, Scope,
+    Idempotency, IdempotencyLayer, MemoryStore, NoStore, OnConflict, OnStoreError, Policy, Scope,
     fingerprint::FingerprintMode,
     store::conformance::{Call, Fault, FaultyStore},
 };
-use idem_tests::inprocess::{Counter, hanging, post_to, send, unreachable};
+use idem_tests::inprocess::{Counter, authenticate, hanging, post_to, send, unreachable};
 use serde_json::{Value, json};
 
 /// A payments-like handler: counts, waits, answers 201 with the run number and a cookie.
@@ -482,18 +481,6 @@ async fn safe_methods_pass_through_untouched() {
         );
         assert!(!answer.replayed());
     }
-}
-
-async fn authenticate(mut request: Request, next: Next) -> Response {
-    if let Some(user) = request
-        .headers()
-        .get("x-user")
-        .and_then(|v| v.to_str().ok())
-    {
-        let principal = Principal::new(user);
-        request.extensions_mut().insert(principal);
-    }
-    next.run(request).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -16,7 +16,7 @@ use idem_core::{
     store::{PostgresStore, postgres::Tx},
 };
 use idem_tests::{
-    Answer, postgres_fixture,
+    Answer, key, postgres_fixture,
     postgres_fixture::{
         Instance, Proxy, Shop, Step, admin_pool, count, database_url, fresh_name, pay, payments_of,
         policy, spawn_pay, through,
@@ -102,10 +102,6 @@ impl Setup {
 
 fn payment() -> Value {
     json!({ "amount": 1250 })
-}
-
-fn key() -> String {
-    format!("key-{:016x}", rand::random::<u64>())
 }
 
 /// Waits for `notify`, failing the test rather than hanging it.

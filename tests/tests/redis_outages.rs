@@ -20,7 +20,7 @@ use axum::{
 };
 use idem_core::{Idempotency, IdempotencyLayer, Policy, RedisStore, Scope};
 use idem_tests::redis_fixture::{fresh_prefix, redis_url};
-use idem_tests::{Answer, Served, eventually, redis_server::RedisServer};
+use idem_tests::{Answer, Served, eventually, key, redis_server::RedisServer};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
@@ -147,10 +147,6 @@ impl Instance {
     async fn send(&self, key: &str) -> Answer {
         Answer::of(self.request(key)).await
     }
-}
-
-fn key() -> String {
-    format!("key-{:016x}", rand::random::<u64>())
 }
 
 #[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]

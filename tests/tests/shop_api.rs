@@ -7,8 +7,8 @@ use std::{
 };
 
 use idem_tests::{
-    Answer,
-    shop_fixture::{Api, Server, TestShop, key, payment, settings, transfer, user},
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, payment, settings, transfer, user},
 };
 use reqwest::StatusCode;
 use reqwest::header::{HeaderValue, WWW_AUTHENTICATE};
@@ -339,7 +339,7 @@ async fn get_requests_are_not_intercepted() {
     assert_eq!(first.json()["items"].as_array().unwrap().len(), 1);
 
     test.api
-        .pay(&alice, &idem_tests::shop_fixture::key(), &payment(1))
+        .pay(&alice, &idem_tests::key(), &payment(1))
         .await
         .created();
     let second = list("listing-1").await;

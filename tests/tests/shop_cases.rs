@@ -12,10 +12,8 @@ use std::{
 use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
 use idem_core::{Idempotency, MemoryStore, idempotent};
 use idem_tests::{
-    Answer,
-    shop_fixture::{
-        Api, Server, TestShop, honour_retry_after, key, payment, settings, transfer, user,
-    },
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, honour_retry_after, payment, settings, transfer, user},
 };
 use serde_json::{Value, json};
 use shop::Settings;
@@ -309,7 +307,7 @@ async fn case_7_after_a_500_the_retry_runs_again_or_replays_as_configured() {
     assert!(again.replayed(), "and its success is stored");
     assert_eq!(released.count(), 2);
 
-    let key = idem_tests::shop_fixture::key();
+    let key = idem_tests::key();
     let failed = call("/stored", key.clone()).await;
     assert_eq!(failed.status, 500);
     let retried = call("/stored", key).await;

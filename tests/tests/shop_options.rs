@@ -4,15 +4,13 @@
 
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
 use idem_core::{Idempotency, store::PostgresStore};
 use idem_tests::{
-    Answer,
-    shop_fixture::{Api, Server, TestShop, key, payment, settings, transfer, user},
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, bank_signature, payment, settings, transfer, user},
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::Sha256;
 use shop::{Settings, Shop, ledger::Ledger};
 
 /// `on_conflict = "wait(5s)"`: two refunds with one key at once both get the refund (the
@@ -131,27 +129,6 @@ async fn a_refund_the_bank_failed_is_replayed_not_retried() {
     assert_eq!(payment["amountRefunded"], 500);
 }
 
-/// The bank's signature of `body`, computed here independently of the shop.
-fn sign(body: &[u8]) -> String {
-    let mut mac =
-        <Hmac<Sha256> as KeyInit>::new_from_slice(Settings::DEFAULT_WEBHOOK_SECRET.as_bytes())
-            .unwrap();
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
-
-async fn deliver(api: &Api, key: &str, body: &str, signature: &str) -> Answer {
-    Answer::of(
-        api.http
-            .post(api.url("/webhooks/bank"))
-            .header("content-type", "application/json")
-            .header("idempotency-key", key)
-            .header("bank-signature", signature)
-            .body(body.to_owned()),
-    )
-    .await
-}
-
 /// The webhook: `scope = "global"` (no user; the bank's event id is the key),
 /// `key_syntax = "strict"` (quoted keys only), `fingerprint = "raw"` (the signed bytes, not
 /// the JSON they mean). A forged delivery stores nothing.
@@ -169,39 +146,51 @@ async fn the_bank_webhook_is_global_strict_and_byte_compared() {
     let event = format!(r#"{{"type":"transfer.settled","transfer":"{id}"}}"#);
     let event_key = format!("\"evt_{}\"", &key()[..8]);
 
-    let forged = deliver(&test.api, &event_key, &event, "sha256=00").await;
+    let forged = test
+        .api
+        .deliver(&event_key, &event, Some("sha256=00"))
+        .await;
     forged.problem(StatusCode::UNAUTHORIZED, "invalid-signature");
 
-    let delivered = deliver(&test.api, &event_key, &event, &sign(event.as_bytes())).await;
+    let delivered = test
+        .api
+        .deliver(&event_key, &event, Some(&bank_signature(&event)))
+        .await;
     assert_eq!(delivered.status, 200, "{delivered:?}");
     assert!(!delivered.replayed(), "the forged delivery stored nothing");
     assert_eq!(delivered.json()["status"], "settled");
     assert_eq!(test.api.transfers(&alice).await[0]["status"], "settled");
 
-    let redelivered = deliver(&test.api, &event_key, &event, &sign(event.as_bytes())).await;
+    let redelivered = test
+        .api
+        .deliver(&event_key, &event, Some(&bank_signature(&event)))
+        .await;
     assert!(redelivered.replayed());
     assert_eq!(redelivered.body, delivered.body);
 
     let bare = event_key.trim_matches('"');
-    deliver(&test.api, bare, &event, &sign(event.as_bytes()))
+    test.api
+        .deliver(bare, &event, Some(&bank_signature(&event)))
         .await
         .problem(StatusCode::BAD_REQUEST, "key-malformed");
 
     let reordered = format!(r#"{{"transfer":"{id}","type":"transfer.settled"}}"#);
-    deliver(
-        &test.api,
-        &event_key,
-        &reordered,
-        &sign(reordered.as_bytes()),
-    )
-    .await
-    .problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
+    test.api
+        .deliver(&event_key, &reordered, Some(&bank_signature(&reordered)))
+        .await
+        .problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
 
     let unknown = r#"{"type":"transfer.settled","transfer":"tr_unknown"}"#;
     let unknown_key = format!("\"evt_{}\"", &key()[..8]);
-    let missing = deliver(&test.api, &unknown_key, unknown, &sign(unknown.as_bytes())).await;
+    let missing = test
+        .api
+        .deliver(&unknown_key, unknown, Some(&bank_signature(&unknown)))
+        .await;
     missing.problem(StatusCode::NOT_FOUND, "transfer-not-found");
-    let again = deliver(&test.api, &unknown_key, unknown, &sign(unknown.as_bytes())).await;
+    let again = test
+        .api
+        .deliver(&unknown_key, unknown, Some(&bank_signature(&unknown)))
+        .await;
     assert!(again.replayed(), "the 404 is the event's answer");
 }
 

@@ -5,8 +5,8 @@
 
 use idem_core::store::PostgresStore;
 use idem_tests::{
-    Answer,
-    shop_fixture::{Api, Server, TestShop, key, payment, settings, transfer, user},
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, payment, settings, transfer, user},
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -95,7 +95,7 @@ async fn a_payment_and_its_record_commit_in_one_transaction() {
             .post(
                 &format!("/payments/{id}/refunds"),
                 Some(&alice),
-                Some(&idem_tests::shop_fixture::key()),
+                Some(&idem_tests::key()),
             )
             .json(&json!({ "amount": 1200 })),
     )

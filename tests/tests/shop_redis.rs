@@ -3,9 +3,8 @@
 
 use std::{sync::Arc, time::Duration};
 
-use idem_tests::shop_fixture::{
-    TestShop, honour_retry_after, key, payment, settings, transfer, user,
-};
+use idem_tests::key;
+use idem_tests::shop_fixture::{TestShop, honour_retry_after, payment, settings, transfer, user};
 use reqwest::StatusCode;
 use shop::{Backend, Settings, backend::StoreChoice};
 use tokio::{sync::Barrier, task::JoinSet};
@@ -55,7 +54,7 @@ async fn two_shops_on_one_redis_run_a_key_once() {
     assert_eq!(one.api.payments(&alice).await.len(), 1);
     assert!(two.api.payments(&alice).await.is_empty());
 
-    let key = idem_tests::shop_fixture::key();
+    let key = idem_tests::key();
     let first = {
         let (api, alice, key) = (one.api.clone(), alice.clone(), key.clone());
         tokio::spawn(async move { api.transfer(&alice, &key, &transfer(50_000)).await })
