@@ -1,5 +1,6 @@
 //! `#[idempotent]` handlers through real axum routers: each argument does what it says, and
-//! the seven behaviours every idempotent endpoint promises hold for an annotated handler.
+//! the seven cases every idempotent endpoint is tested against (as in `shop_cases`) hold for an
+//! annotated handler.
 //!
 //! Every handler counts its executions. Requests go through `tower::ServiceExt::oneshot`; the
 //! assertions are what a client sees (status, `Idempotent-Replayed`, body bytes, Problem
@@ -303,7 +304,7 @@ fn runtime() -> Idempotency {
 
 const BODY: &str = r#"{"amount":9800,"currency":"JPY"}"#;
 
-// ---- the seven behaviours, for an annotated handler ----
+// ---- the seven cases, for an annotated handler ----
 
 #[tokio::test(flavor = "multi_thread")]
 async fn case_1_same_key_same_body_replays_the_first_result() {

@@ -1,5 +1,6 @@
-//! The shop over real HTTP, beyond SPEC §9: keys and their spellings, users, authentication,
-//! bodies, concurrency, reads, errors, the OpenAPI document and graceful shutdown.
+//! The shop over real HTTP, beyond the seven cases of `shop_cases`: keys and their spellings,
+//! users, authentication, bodies, concurrency, reads, errors, the OpenAPI document and
+//! graceful shutdown.
 
 use std::{
     sync::Arc,

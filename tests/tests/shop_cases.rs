@@ -1,5 +1,7 @@
-//! The seven cases of SPEC §9 (the seed article's test list), each over real HTTP against the
-//! shop, or, for the TTL and the 5xx policy, against a small router built for the test.
+//! The seven cases every idempotent endpoint is tested against (the same key and body twice,
+//! another body, a request in flight, no key, a client timeout then a retry, a key after its
+//! TTL, a 500 then a retry), each over real HTTP against the shop, or, for the TTL and the
+//! 5xx policy, against a small router built for the test.
 
 use std::{
     sync::{
