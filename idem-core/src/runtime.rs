@@ -26,9 +26,9 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use crate::{
     flow::pending::Pending,
     problem::{Problem, ProblemKind},
+    scope::{PrincipalExtension, ResolvePrincipal},
     replay::StoredResponse,
     scope::StoreKey,
-    scope::{PrincipalExtension, ResolvePrincipal},
     store::{Claim, ClaimOutcome, LeaseToken, MemoryStore, Store, StoreError},
 };
 

@@ -59,10 +59,7 @@ enum Finished {
 
 impl Execution {
     /// Runs `handler` to the end, stores its result (or releases the key) and answers.
-    pub(super) async fn execute(
-        self,
-        handler: impl Future<Output = Response> + Send + 'static,
-    ) -> Response {
+    pub(super) async fn execute(self, handler: impl Future<Output = Response> + Send + 'static) -> Response {
         let policy = self.policy;
         let work = AssertUnwindSafe(async move {
             let response = handler.await;
