@@ -4,8 +4,8 @@
 //!
 //! For the tests of the layer and of the attribute, which check the runtime's decisions one
 //! request at a time and need no server. The handlers count their runs in a [`Counter`];
-//! the stores that misbehave are a `FaultyStore` over a memory store ([`unreachable`],
-//! [`hanging`]).
+//! the stores that misbehave are a `FaultyStore` over a memory store ([`unreachable()`],
+//! [`hanging()`]).
 //!
 //! ```
 //! use axum::{Json, Router, extract::State};

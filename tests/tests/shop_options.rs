@@ -184,12 +184,12 @@ async fn the_bank_webhook_is_global_strict_and_byte_compared() {
     let unknown_key = format!("\"evt_{}\"", &key()[..8]);
     let missing = test
         .api
-        .deliver(&unknown_key, unknown, Some(&bank_signature(&unknown)))
+        .deliver(&unknown_key, unknown, Some(&bank_signature(unknown)))
         .await;
     missing.problem(StatusCode::NOT_FOUND, "transfer-not-found");
     let again = test
         .api
-        .deliver(&unknown_key, unknown, Some(&bank_signature(&unknown)))
+        .deliver(&unknown_key, unknown, Some(&bank_signature(unknown)))
         .await;
     assert!(again.replayed(), "the 404 is the event's answer");
 }
