@@ -4,8 +4,13 @@
 //! Every test that claims to test HTTP behaviour goes through these: a router served by
 //! axum on `127.0.0.1:0`, requests sent by reqwest over TCP.
 
+pub mod gate;
+pub mod inprocess;
+pub mod postgres_fixture;
 pub mod postgres_server;
+pub mod redis_fixture;
 pub mod redis_server;
+pub mod shop_fixture;
 
 use std::{net::SocketAddr, time::Duration};
 
@@ -53,7 +58,7 @@ impl Drop for Served {
 }
 
 /// What the client saw of one answer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Answer {
     /// The status code.
     pub status: StatusCode,
@@ -71,6 +76,11 @@ impl Answer {
             .send()
             .await
             .expect("the request gets an answer");
+        Self::read(response).await
+    }
+
+    /// Reads the whole of `response`.
+    pub async fn read(response: reqwest::Response) -> Self {
         let status = response.status();
         let headers = response.headers().clone();
         let body = response.bytes().await.expect("the body is read");
@@ -87,11 +97,15 @@ impl Answer {
             .unwrap_or_else(|error| panic!("the body is not JSON ({error}): {:?}", self.body))
     }
 
-    /// Whether the answer is a replay (`Idempotent-Replayed: true`).
+    /// Whether the answer is a replay (`Idempotent-Replayed: true`); the header never has
+    /// another value.
+    #[track_caller]
     pub fn replayed(&self) -> bool {
-        self.headers
-            .get("idempotent-replayed")
-            .is_some_and(|value| value == "true")
+        match self.headers.get("idempotent-replayed") {
+            None => false,
+            Some(value) if value == "true" => true,
+            Some(other) => panic!("Idempotent-Replayed: {other:?}"),
+        }
     }
 
     /// A header as text, if present.
@@ -100,7 +114,7 @@ impl Answer {
     }
 
     /// Asserts that the answer is Problem Details of `status` whose `type` ends with
-    /// `#slug`, and answers its body.
+    /// `#slug`, with a `title` and a `detail`, and answers its body.
     #[track_caller]
     pub fn problem(&self, status: StatusCode, slug: &str) -> Value {
         assert_eq!(self.status, status, "status of {:?}", self.body);
@@ -116,7 +130,41 @@ impl Answer {
             "type {kind:?}, expected one ending with #{slug}"
         );
         assert_eq!(body["status"], status.as_u16());
+        let text = |member: &str| body[member].as_str().is_some_and(|text| !text.is_empty());
+        assert!(
+            text("title") && text("detail"),
+            "title and detail of {body}"
+        );
         body
+    }
+
+    /// Asserts that the answer is a `201 Created`, and answers its body as JSON.
+    #[track_caller]
+    pub fn created(&self) -> Value {
+        assert_eq!(self.status, StatusCode::CREATED, "{self:?}");
+        self.json()
+    }
+
+    /// Asserts [`problem`](Self::problem), and that the answer is the runtime's own refusal,
+    /// not a stored answer sent again.
+    #[track_caller]
+    pub fn refusal(&self, status: StatusCode, slug: &str) -> Value {
+        let body = self.problem(status, slug);
+        assert!(!self.replayed(), "a refusal is never a replay");
+        body
+    }
+}
+
+impl std::fmt::Debug for Answer {
+    /// The status, the headers and the body as text: what a failing assertion shows.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?} {}",
+            self.status,
+            self.headers,
+            String::from_utf8_lossy(&self.body)
+        )
     }
 }
 
@@ -134,6 +182,21 @@ pub async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) 
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A fresh `Idempotency-Key`, as a client makes one per operation (UUID-shaped), so that
+/// tests that share a store never share a key.
+pub fn key() -> String {
+    let bits: u128 = rand::random();
+    let hex = format!("{bits:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// A loopback port that was free a moment ago, for a server of the test's own.

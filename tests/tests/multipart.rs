@@ -2,8 +2,6 @@
 //! boundary, is the same request; and what the fingerprint reads of a form is what the
 //! handler's parser (multer, behind axum's `Multipart`) reads of it.
 
-mod shop_support;
-
 use std::{
     convert::Infallible,
     sync::{
@@ -23,10 +21,10 @@ use idem_core::{
     Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope,
     fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode},
 };
+use idem_tests::shop_fixture::Server;
 use proptest::prelude::*;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
-use shop_support::Server;
 
 /// Stores an uploaded receipt: answers what it read of the form, with the run's number as id.
 async fn upload_receipt(
@@ -85,7 +83,7 @@ async fn a_rebuilt_form_is_the_same_request() {
             .post(server.url("/receipts"))
             .header("Idempotency-Key", key)
             .multipart(form)
-            .timeout(shop_support::REQUEST_TIMEOUT)
+            .timeout(idem_tests::REQUEST_TIMEOUT)
             .send()
     };
 

@@ -24,9 +24,8 @@ use idem_core::{
     Idempotency, IdempotencyLayer, Policy, Scope,
     store::{PostgresStore, postgres::Tx},
 };
-use idem_tests::{Answer, Served, eventually, postgres_server::PostgresServer};
+use idem_tests::{Answer, Served, eventually, gate::Gate, postgres_server::PostgresServer};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
 
 /// Long enough for anything the runtime does in the background to land on a slow machine.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -34,35 +33,20 @@ const PATIENCE: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 struct Handler {
     executions: Arc<AtomicUsize>,
-    gate: Arc<Semaphore>,
-    started: Arc<Semaphore>,
+    gate: Gate,
 }
 
 impl Handler {
     fn gated() -> Self {
         Self {
             executions: Arc::default(),
-            gate: Arc::new(Semaphore::new(0)),
-            started: Arc::new(Semaphore::new(0)),
+            gate: Gate::closed(),
         }
     }
 
-    fn open_gate(&self) {
-        self.gate.add_permits(Semaphore::MAX_PERMITS / 2);
-    }
-
-    async fn wait_started(&self) {
-        tokio::time::timeout(PATIENCE, self.started.acquire())
-            .await
-            .expect("the handler starts")
-            .unwrap()
-            .forget();
-    }
-
-    /// Counts a run, after the gate opens.
+    /// Counts a run, after the gate lets it through.
     async fn run(&self) -> usize {
-        self.started.add_permits(1);
-        let _pass = self.gate.acquire().await.unwrap();
+        self.gate.pass().await;
         self.executions.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -169,9 +153,9 @@ async fn a_result_that_finished_while_postgres_was_down_is_stored_when_it_is_bac
     let key = "pay-while-the-database-restarts";
 
     let answer = tokio::spawn(Answer::of(first.request("/payments", key)));
-    handler.wait_started().await;
+    handler.gate.arrival(PATIENCE).await;
     server.crash();
-    handler.open_gate();
+    handler.gate.lift();
     let answer = answer.await.unwrap();
     assert_eq!(
         answer.status,
@@ -213,9 +197,9 @@ async fn a_transaction_cut_by_a_crash_commits_nothing_and_its_retry_runs_once_mo
     let key = "pay-in-a-transaction-while-the-database-crashes";
 
     let answer = tokio::spawn(Answer::of(instance.request("/transactional-payments", key)));
-    handler.wait_started().await;
+    handler.gate.arrival(PATIENCE).await;
     server.crash();
-    handler.open_gate();
+    handler.gate.lift();
     let answer = answer.await.unwrap();
     // The handler could not write, or its commit was cut: nothing it did is in the
     // database, and its client is not told it succeeded.

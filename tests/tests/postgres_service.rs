@@ -2,10 +2,8 @@
 //! instances on one database, and database faults. Skipped, with a note, when
 //! `IDEM_TEST_DATABASE_URL` is unset.
 //!
-//! The service (`postgres_support::Shop`) writes one payment row per run, in the request's
+//! The service (`postgres_fixture::Shop`) writes one payment row per run, in the request's
 //! transaction through the `Tx` extractor, so row counts show what committed.
-
-mod postgres_support;
 
 use std::{
     sync::Arc,
@@ -17,10 +15,14 @@ use idem_core::{
     Idempotency, idempotent,
     store::{PostgresStore, postgres::Tx},
 };
-use postgres_support::{
-    Answer, Instance, Proxy, Shop, Step, admin_pool, count, database_url, fresh_name, pay,
-    payments_of, policy, spawn_pay, through,
+use idem_tests::{
+    Answer, key, postgres_fixture,
+    postgres_fixture::{
+        Instance, Proxy, Shop, Step, admin_pool, count, database_url, fresh_name, pay, payments_of,
+        policy, spawn_pay, through,
+    },
 };
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, PgPool};
 use tokio::{
@@ -93,17 +95,13 @@ impl Setup {
     }
 
     async fn tear_down(self) {
-        postgres_support::drop_table(&self.admin, &self.records).await;
-        postgres_support::drop_table(&self.admin, &self.shop.payments).await;
+        postgres_fixture::drop_table(&self.admin, &self.records).await;
+        postgres_fixture::drop_table(&self.admin, &self.shop.payments).await;
     }
 }
 
 fn payment() -> Value {
     json!({ "amount": 1250 })
-}
-
-fn key() -> String {
-    format!("key-{:016x}", rand::random::<u64>())
 }
 
 /// Waits for `notify`, failing the test rather than hanging it.
@@ -140,7 +138,7 @@ async fn a_refused_commit_releases_the_key_and_its_retry_runs_again() {
     let key = key();
     setup.shop.then(Step::FailAtCommit);
     let refused = pay(&setup.client, &instance, &key, &payment()).await;
-    refused.problem(503);
+    refused.problem(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
     assert_eq!(setup.payments().await, 0, "the row rolled back");
     assert_eq!(setup.records().await, 0, "the key was released");
     let retry = pay(&setup.client, &instance, &key, &payment()).await;
@@ -170,7 +168,7 @@ async fn a_failed_transactional_handler_leaves_nothing_and_its_retry_runs_again(
         let failed = pay(&setup.client, &instance, &key, &payment()).await;
         assert_eq!(failed.status, 500, "{failure}");
         if matches!(failure, "a panic") {
-            failed.problem(500);
+            failed.problem(StatusCode::INTERNAL_SERVER_ERROR, "handler-failed");
         }
         assert_eq!(
             setup.payments().await,
@@ -225,7 +223,7 @@ async fn a_successful_handler_commits_its_row_with_the_record_and_its_retry_repl
 
     // The same key with another body is refused, and writes nothing.
     let other = pay(&setup.client, &instance, &key, &json!({ "amount": 1 })).await;
-    other.problem(422);
+    other.problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(setup.payments().await, 1);
     drop(instance);
     setup.tear_down().await;
@@ -305,11 +303,11 @@ async fn one_hundred_concurrent_requests_with_one_key_write_one_row() {
     let (mut ran, mut replayed, mut in_flight) = (Vec::new(), 0, 0);
     while let Some(answer) = requests.join_next().await {
         let answer = answer.unwrap();
-        match (answer.status, answer.replayed()) {
+        match (answer.status.as_u16(), answer.replayed()) {
             (201, false) => ran.push(answer),
             (201, true) => replayed += 1,
             (409, _) => {
-                answer.problem(409);
+                answer.problem(StatusCode::CONFLICT, "request-in-flight");
                 assert!(answer.header("retry-after").is_some());
                 in_flight += 1;
             }
@@ -365,7 +363,7 @@ async fn a_takeover_fences_the_transactional_completion_and_rolls_its_writes_bac
 
     proceed.notify_one();
     let first = first.await.unwrap();
-    let problem = first.problem(409);
+    let problem = first.problem(StatusCode::CONFLICT, "request-in-flight");
     assert!(
         problem["detail"].as_str().unwrap().contains("took it over"),
         "{problem}"
@@ -428,7 +426,7 @@ async fn a_crash_mid_request_leaves_nothing_and_the_retry_runs_once_the_lease_la
 
     let survivor = start(&setup);
     let early = pay(&setup.client, &survivor, &key, &payment()).await;
-    early.problem(409);
+    early.problem(StatusCode::CONFLICT, "request-in-flight");
     assert_eq!(
         setup.payments().await,
         0,
@@ -490,7 +488,7 @@ async fn two_instances_on_one_database_behave_as_one() {
     wait(&written, "the handler on instance one runs").await;
 
     let conflict = pay(&setup.client, &two, &key, &payment()).await;
-    conflict.problem(409);
+    conflict.problem(StatusCode::CONFLICT, "request-in-flight");
     assert!(conflict.header("retry-after").is_some());
 
     proceed.notify_one();
@@ -545,7 +543,7 @@ async fn a_lost_database_answers_503_promptly_and_the_service_recovers() {
         let started = Instant::now();
         let refused = pay(&setup.client, &instance, &during, &payment()).await;
         let took = started.elapsed();
-        let problem = refused.problem(503);
+        let problem = refused.problem(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
         assert!(
             problem["type"]
                 .as_str()
@@ -606,7 +604,7 @@ async fn an_exhausted_pool_answers_503_promptly_and_the_service_recovers() {
     let started = Instant::now();
     let refused = pay(&setup.client, &instance, &other, &payment()).await;
     let took = started.elapsed();
-    refused.problem(503);
+    refused.problem(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
     assert!(refused.header("retry-after").is_some());
     assert!(
         took >= Duration::from_millis(300) && took < Duration::from_secs(2),
@@ -624,7 +622,7 @@ async fn an_exhausted_pool_answers_503_promptly_and_the_service_recovers() {
 
 #[idempotent(scope = "global")]
 async fn create_payment_once(shop: State<Shop>, tx: Tx, body: Json<Value>) -> Response {
-    postgres_support::create_payment(shop, tx, body).await
+    postgres_fixture::create_payment(shop, tx, body).await
 }
 
 /// With `#[idempotent]` the handler's extractors run before the key is claimed; `Tx` is one

@@ -2,8 +2,6 @@
 //! concurrent transactions, the migration, the table name rules and the sweeper. Skipped,
 //! with a note, when `IDEM_TEST_DATABASE_URL` is unset.
 
-mod postgres_support;
-
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -23,7 +21,7 @@ use idem_core::{
         postgres::{PostgresTransaction, TableName, TableNameError, migration_sql},
     },
 };
-use postgres_support::{admin_pool, count, database_url, drop_table, fresh_store};
+use idem_tests::postgres_fixture::{admin_pool, count, database_url, drop_table, fresh_store};
 use sqlx::{AssertSqlSafe, PgPool};
 
 async fn conformance_store() -> Option<StoreUnderTest> {
@@ -184,7 +182,7 @@ async fn a_claim_blocked_by_a_long_transaction_fails_after_the_lock_timeout() {
         return;
     };
     let admin = admin_pool(&url).await;
-    let table = postgres_support::fresh_name(&admin, "r").await;
+    let table = idem_tests::postgres_fixture::fresh_name(&admin, "r").await;
     let store = PostgresStore::builder()
         .table(&table)
         .unwrap()
@@ -559,7 +557,7 @@ async fn an_unencodable_response_writes_nothing() {
     );
 
     // The same in the handler's transaction: its write is gone with the record.
-    let writes = postgres_support::fresh_name(&admin, "w").await;
+    let writes = idem_tests::postgres_fixture::fresh_name(&admin, "w").await;
     sqlx::query(AssertSqlSafe(format!("CREATE TABLE {writes} (id int)")))
         .execute(&admin)
         .await

@@ -6,14 +6,12 @@
 //! slot on that node). Skipped when `IDEM_TEST_REDIS_URL` is unset (CI sets it) or
 //! `redis-server` is not on `PATH`.
 
-mod redis_support;
-
 use std::{sync::Arc, time::Duration};
 
 use idem_core::store::{Store, conformance};
+use idem_tests::redis_fixture::redis_url;
 use idem_tests::redis_server::RedisServer;
 use redis::cluster::ClusterClient;
-use redis_support::redis_url;
 
 /// Removes the cluster's config directory when the test ends, however it ends.
 struct TempDir(std::path::PathBuf);
@@ -81,7 +79,7 @@ async fn the_conformance_rules_hold_on_a_cluster_connection() {
         .get_async_connection()
         .await
         .unwrap();
-    let store: Arc<dyn Store> = Arc::new(redis_support::builder().build(cluster));
+    let store: Arc<dyn Store> = Arc::new(idem_tests::redis_fixture::builder().build(cluster));
     let store = conformance::StoreUnderTest::new(store);
 
     conformance::an_absent_key_is_claimed(store.clone()).await;

@@ -5,10 +5,7 @@
 //! Each test starts a `redis-server` of its own. Skipped when `IDEM_TEST_REDIS_URL` is unset
 //! (CI sets it) or `redis-server` is not on `PATH`.
 
-mod redis_support;
-
 use std::{
-    net::SocketAddr,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -19,7 +16,7 @@ use std::{
 use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
 use idem_core::{Idempotency, IdempotencyLayer, OnStoreError, Policy, Scope};
 use idem_tests::redis_server::RedisServer;
-use redis_support::redis_url;
+use idem_tests::{Served, redis_fixture::redis_url};
 use serde_json::{Value, json};
 
 /// The store gives up on a call after this long; the runtime's own timeout is a backstop.
@@ -41,8 +38,8 @@ async fn create(
 
 /// A service on `url` with `/payments` (fail closed, the default) and `/tips` (run without
 /// idempotency when the store fails).
-async fn service(url: &str, executions: Arc<AtomicUsize>) -> SocketAddr {
-    let store = redis_support::builder()
+async fn service(url: &str, executions: Arc<AtomicUsize>) -> Served {
+    let store = idem_tests::redis_fixture::builder()
         .command_timeout(COMMAND_TIMEOUT)
         .connection_timeout(COMMAND_TIMEOUT)
         .connect(url)
@@ -61,12 +58,12 @@ async fn service(url: &str, executions: Arc<AtomicUsize>) -> SocketAddr {
         .layer(IdempotencyLayer::new(idem, strict))
         .merge(tips)
         .with_state(executions);
-    redis_support::serve(app).await
+    Served::start(app).await
 }
 
 struct Client {
     http: reqwest::Client,
-    address: SocketAddr,
+    service: Served,
 }
 
 /// What the client saw.
@@ -85,7 +82,7 @@ impl Client {
         let started = Instant::now();
         let response = self
             .http
-            .post(format!("http://{}{path}", self.address))
+            .post(self.service.url(path))
             .header("Idempotency-Key", key)
             .json(&json!({ "amount": 100 }))
             .send()
@@ -160,10 +157,10 @@ async fn setup() -> Option<(RedisServer, Client, Arc<AtomicUsize>)> {
     redis_url()?;
     let server = RedisServer::start(&[]).await?;
     let executions = Arc::new(AtomicUsize::new(0));
-    let address = service(&server.url(), Arc::clone(&executions)).await;
+    let service = service(&server.url(), Arc::clone(&executions)).await;
     let client = Client {
-        http: redis_support::client(Duration::from_secs(5)),
-        address,
+        http: idem_tests::redis_fixture::client(Duration::from_secs(5)),
+        service,
     };
     Some((server, client, executions))
 }

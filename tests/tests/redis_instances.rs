@@ -3,8 +3,6 @@
 //!
 //! Needs `IDEM_TEST_REDIS_URL` (CI sets `redis://127.0.0.1:6379`); skipped without it.
 
-mod redis_support;
-
 use std::{
     net::SocketAddr,
     sync::{
@@ -16,7 +14,7 @@ use std::{
 
 use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
 use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
-use redis_support::redis_url;
+use idem_tests::{Served, redis_fixture::redis_url};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
@@ -55,7 +53,7 @@ async fn create_slow_payment(
 }
 
 /// One instance: its own Redis connection and runtime, on its own port.
-async fn instance(url: &str, prefix: &str, shared: Shared) -> SocketAddr {
+async fn instance(url: &str, prefix: &str, shared: Shared) -> Served {
     let store = idem_core::RedisStore::builder()
         .prefix(prefix)
         .unwrap()
@@ -71,19 +69,19 @@ async fn instance(url: &str, prefix: &str, shared: Shared) -> SocketAddr {
             Policy::new().scope(Scope::Global),
         ))
         .with_state(shared);
-    redis_support::serve(app).await
+    Served::start(app).await
 }
 
 struct Fixture {
-    one: SocketAddr,
-    two: SocketAddr,
+    one: Served,
+    two: Served,
     shared: Shared,
     http: reqwest::Client,
 }
 
 async fn two_instances() -> Option<Fixture> {
     let url = redis_url()?;
-    let prefix = redis_support::fresh_prefix();
+    let prefix = idem_tests::redis_fixture::fresh_prefix();
     let shared = Shared {
         executions: Arc::new(AtomicUsize::new(0)),
         gate: Arc::new(Semaphore::new(0)),
@@ -91,12 +89,12 @@ async fn two_instances() -> Option<Fixture> {
     };
     let one = instance(&url, &prefix, shared.clone()).await;
     let two = instance(&url, &prefix, shared.clone()).await;
-    assert_ne!(one, two);
+    assert_ne!(one.addr, two.addr);
     Some(Fixture {
         one,
         two,
         shared,
-        http: redis_support::client(Duration::from_secs(10)),
+        http: idem_tests::redis_fixture::client(Duration::from_secs(10)),
     })
 }
 
@@ -131,7 +129,9 @@ async fn the_second_instance_replays_the_first_ones_response() {
     };
     let body = json!({ "amount": 1250 });
 
-    let first = fixture.post(fixture.one, "/payments", "pay-1", &body).await;
+    let first = fixture
+        .post(fixture.one.addr, "/payments", "pay-1", &body)
+        .await;
     assert_eq!(first.status(), StatusCode::CREATED);
     assert_eq!(header(&first, "idempotent-replayed"), None);
     let first_body = first.bytes().await.unwrap();
@@ -140,7 +140,7 @@ async fn the_second_instance_replays_the_first_ones_response() {
         json!({ "payment": 1, "amount": 1250 })
     );
 
-    for (round, to) in [fixture.two, fixture.one, fixture.two]
+    for (round, to) in [fixture.two.addr, fixture.one.addr, fixture.two.addr]
         .into_iter()
         .enumerate()
     {
@@ -163,7 +163,7 @@ async fn the_second_instance_replays_the_first_ones_response() {
     // The same key with another body, on the other instance: 422, nothing run.
     let changed = fixture
         .post(
-            fixture.two,
+            fixture.two.addr,
             "/payments",
             "pay-1",
             &json!({ "amount": 9999 }),
@@ -177,7 +177,9 @@ async fn the_second_instance_replays_the_first_ones_response() {
     assert_eq!(fixture.executions(), 1);
 
     // Another key is another operation.
-    let other = fixture.post(fixture.two, "/payments", "pay-2", &body).await;
+    let other = fixture
+        .post(fixture.two.addr, "/payments", "pay-2", &body)
+        .await;
     assert_eq!(other.status(), StatusCode::CREATED);
     assert_eq!(header(&other, "idempotent-replayed"), None);
     assert_eq!(fixture.executions(), 2);
@@ -196,7 +198,7 @@ async fn a_request_in_flight_on_one_instance_is_a_conflict_on_the_other() {
         let (fixture, body) = (Arc::clone(&fixture), body.clone());
         async move {
             fixture
-                .post(fixture.one, "/slow-payments", "slow-1", &body)
+                .post(fixture.one.addr, "/slow-payments", "slow-1", &body)
                 .await
         }
     });
@@ -209,7 +211,7 @@ async fn a_request_in_flight_on_one_instance_is_a_conflict_on_the_other() {
     .await
     .expect("the first request never reached its handler");
     let conflict = fixture
-        .post(fixture.two, "/slow-payments", "slow-1", &body)
+        .post(fixture.two.addr, "/slow-payments", "slow-1", &body)
         .await;
     assert_eq!(conflict.status(), StatusCode::CONFLICT);
     assert_eq!(
@@ -240,7 +242,7 @@ async fn a_request_in_flight_on_one_instance_is_a_conflict_on_the_other() {
     assert_eq!(first.status(), StatusCode::CREATED);
     let first_body = first.bytes().await.unwrap();
     let replay = fixture
-        .post(fixture.two, "/slow-payments", "slow-1", &body)
+        .post(fixture.two.addr, "/slow-payments", "slow-1", &body)
         .await;
     assert_eq!(replay.status(), StatusCode::CREATED);
     assert_eq!(header(&replay, "idempotent-replayed"), Some("true"));
@@ -262,7 +264,11 @@ async fn a_burst_at_both_instances_runs_once() {
         .map(|i| {
             let (fixture, body) = (Arc::clone(&fixture), body.clone());
             tokio::spawn(async move {
-                let to = if i % 2 == 0 { fixture.one } else { fixture.two };
+                let to = if i % 2 == 0 {
+                    fixture.one.addr
+                } else {
+                    fixture.two.addr
+                };
                 let response = fixture.post(to, "/payments", "burst-1", &body).await;
                 let status = response.status();
                 let replayed = header(&response, "idempotent-replayed").is_some();

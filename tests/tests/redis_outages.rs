@@ -6,8 +6,6 @@
 //! Skipped when `IDEM_TEST_REDIS_URL` is unset (CI sets it) or `redis-server` is not on
 //! `PATH`.
 
-mod redis_support;
-
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -21,10 +19,9 @@ use axum::{
     routing::post,
 };
 use idem_core::{Idempotency, IdempotencyLayer, Policy, RedisStore, Scope};
-use idem_tests::{Answer, Served, eventually, redis_server::RedisServer};
-use redis_support::{fresh_prefix, redis_url};
+use idem_tests::redis_fixture::{fresh_prefix, redis_url};
+use idem_tests::{Answer, Served, eventually, gate::Gate, key, redis_server::RedisServer};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
 
 const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
 const STORE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -35,8 +32,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 #[derive(Clone)]
 struct Ledger {
     executions: Arc<Mutex<HashMap<String, usize>>>,
-    gate: Arc<Semaphore>,
-    started: Arc<Semaphore>,
+    gate: Gate,
     delay: Duration,
 }
 
@@ -45,30 +41,17 @@ impl Ledger {
     fn open(delay: Duration) -> Self {
         Self {
             executions: Arc::default(),
-            gate: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
-            started: Arc::new(Semaphore::new(0)),
+            gate: Gate::open(),
             delay,
         }
     }
 
-    /// A ledger whose handler waits for [`open_gate`](Self::open_gate).
+    /// A ledger whose handler waits until its gate is lifted.
     fn gated() -> Self {
         Self {
-            gate: Arc::new(Semaphore::new(0)),
+            gate: Gate::closed(),
             ..Self::open(Duration::ZERO)
         }
-    }
-
-    fn open_gate(&self) {
-        self.gate.add_permits(Semaphore::MAX_PERMITS / 2);
-    }
-
-    async fn wait_started(&self) {
-        tokio::time::timeout(PATIENCE, self.started.acquire())
-            .await
-            .expect("the handler starts")
-            .unwrap()
-            .forget();
     }
 
     fn executions(&self, key: &str) -> usize {
@@ -91,8 +74,7 @@ async fn transfer(
     Json(body): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
     let key = headers["idempotency-key"].to_str().unwrap().to_owned();
-    ledger.started.add_permits(1);
-    let _pass = ledger.gate.acquire().await.unwrap();
+    ledger.gate.pass().await;
     tokio::time::sleep(ledger.delay).await;
     let execution = {
         let mut executions = ledger.executions.lock().unwrap();
@@ -151,10 +133,6 @@ impl Instance {
     }
 }
 
-fn key() -> String {
-    format!("key-{:016x}", rand::random::<u64>())
-}
-
 #[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_result_that_finished_while_redis_was_down_is_stored_when_it_is_back() {
@@ -172,9 +150,9 @@ async fn a_result_that_finished_while_redis_was_down_is_stored_when_it_is_back()
     let key = key();
 
     let answer = tokio::spawn(Answer::of(first.request(&key)));
-    ledger.wait_started().await;
+    ledger.gate.arrival(PATIENCE).await;
     server.kill();
-    ledger.open_gate();
+    ledger.gate.lift();
     let answer = answer.await.unwrap();
     assert_eq!(
         answer.status,

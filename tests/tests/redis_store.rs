@@ -3,8 +3,6 @@
 //!
 //! Needs `IDEM_TEST_REDIS_URL` (CI sets `redis://127.0.0.1:6379`); skipped without it.
 
-mod redis_support;
-
 use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
@@ -17,12 +15,12 @@ use idem_core::{
     replay::StoredResponse,
     store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
 };
+use idem_tests::redis_fixture::redis_url;
 use redis::{AsyncCommands, aio::MultiplexedConnection};
-use redis_support::redis_url;
 
 async fn fresh_store() -> Option<StoreUnderTest> {
     let url = redis_url()?;
-    let store = redis_support::connect(&url).await;
+    let store = idem_tests::redis_fixture::connect(&url).await;
     let side = redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
@@ -74,8 +72,8 @@ async fn store_and_side_connection(
     url: &str,
 ) -> (RedisStore<MultiplexedConnection>, MultiplexedConnection) {
     let client = redis::Client::open(url).unwrap();
-    let store =
-        redis_support::builder().build(client.get_multiplexed_async_connection().await.unwrap());
+    let store = idem_tests::redis_fixture::builder()
+        .build(client.get_multiplexed_async_connection().await.unwrap());
     let side = client.get_multiplexed_async_connection().await.unwrap();
     (store, side)
 }
@@ -516,8 +514,8 @@ async fn a_fingerprint_of_an_unknown_algorithm_is_a_mismatch_without_algorithm()
 async fn prefixes_keep_stores_apart() {
     let Some(url) = redis_url() else { return };
     let (one, two) = (
-        redis_support::connect(&url).await,
-        redis_support::connect(&url).await,
+        idem_tests::redis_fixture::connect(&url).await,
+        idem_tests::redis_fixture::connect(&url).await,
     );
     let (key, fp) = (new_key(), fingerprint("{}"));
     assert_eq!(

@@ -1,17 +1,20 @@
-//! The shop over real HTTP, beyond the seven cases of docs/contract.md: keys and their spellings, users, authentication,
-//! bodies, concurrency, reads, errors, the OpenAPI document and graceful shutdown.
-
-mod shop_support;
+//! The shop over real HTTP, beyond the seven cases of docs/contract.md (tested in `shop_cases`):
+//! keys and their spellings, users, authentication, bodies, concurrency, reads, errors, the
+//! OpenAPI document and graceful shutdown.
 
 use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
 
+use idem_tests::{
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, payment, settings, transfer, user},
+};
+use reqwest::StatusCode;
 use reqwest::header::{HeaderValue, WWW_AUTHENTICATE};
 use serde_json::{Value, json};
 use shop::{Backend, Settings, Shop};
-use shop_support::{Api, Server, TestShop, key, payment, send, settings, transfer, user};
 use tokio::{sync::Barrier, task::JoinSet};
 
 /// Reordered members and other whitespace are the same JSON request: the retry replays.
@@ -19,7 +22,7 @@ use tokio::{sync::Barrier, task::JoinSet};
 async fn reordered_json_members_are_the_same_request() {
     let test = TestShop::memory(settings()).await;
     let (alice, key) = (user(), key());
-    let compact = send(
+    let compact = Answer::of(
         test.api
             .post("/payments", Some(&alice), Some(&key))
             .header("content-type", "application/json")
@@ -27,7 +30,7 @@ async fn reordered_json_members_are_the_same_request() {
     )
     .await;
     compact.created();
-    let reordered = send(
+    let reordered = Answer::of(
         test.api
             .post("/payments", Some(&alice), Some(&key))
             .header("content-type", "application/json")
@@ -77,10 +80,10 @@ async fn users_never_share_keys_or_payments() {
         std::slice::from_ref(&bobs_payment)
     );
     let path = format!("/payments/{}", bobs_payment["id"].as_str().unwrap());
-    send(test.api.get(&path, &alice))
+    Answer::of(test.api.get(&path, &alice))
         .await
-        .problem_of(404, "payment-not-found");
-    let own = send(test.api.get(&path, &bob)).await;
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
+    let own = Answer::of(test.api.get(&path, &bob)).await;
     assert_eq!(own.json(), bobs_payment);
 
     let bob_again = test.api.pay(&bob, &key, &payment(9800)).await;
@@ -95,15 +98,15 @@ async fn missing_or_malformed_authentication_is_401() {
     let test = TestShop::memory(settings()).await;
     let key = key();
     let anonymous = [
-        send(
+        Answer::of(
             test.api
                 .post("/payments", None, Some(&key))
                 .json(&payment(9800)),
         )
         .await,
-        send(test.api.post("/payments", None, None).json(&payment(9800))).await,
-        send(test.api.http.get(test.api.url("/payments"))).await,
-        send(
+        Answer::of(test.api.post("/payments", None, None).json(&payment(9800))).await,
+        Answer::of(test.api.http.get(test.api.url("/payments"))).await,
+        Answer::of(
             test.api
                 .post("/transfers", None, Some(&key))
                 .json(&transfer(1)),
@@ -132,10 +135,10 @@ async fn missing_or_malformed_authentication_is_401() {
             .header("authorization", value)
             .header("idempotency-key", &key)
             .json(&payment(9800));
-        refused.push(send(request).await);
+        refused.push(Answer::of(request).await);
     }
     for answer in refused {
-        answer.problem_of(401, "unauthenticated");
+        answer.problem(StatusCode::UNAUTHORIZED, "unauthenticated");
         let challenge = answer
             .headers
             .get(WWW_AUTHENTICATE)
@@ -190,8 +193,8 @@ async fn malformed_keys_are_400() {
         for value in values {
             request = request.header("idempotency-key", value);
         }
-        let answer = send(request).await;
-        let problem = answer.problem_of(400, "key-malformed");
+        let answer = Answer::of(request).await;
+        let problem = answer.problem(StatusCode::BAD_REQUEST, "key-malformed");
         assert_eq!(problem["title"], "Idempotency-Key is malformed", "{case}");
     }
     let longest = "k".repeat(255);
@@ -211,7 +214,7 @@ async fn a_body_over_the_limit_is_413() {
     let padding = "x".repeat(Settings::DEFAULT_BODY_LIMIT);
     let large = json!({ "amount": 9800, "currency": "JPY", "note": padding });
     let answer = test.api.pay(&alice, &key, &large).await;
-    let problem = answer.problem_of(413, "body-too-large");
+    let problem = answer.problem(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large");
     assert_eq!(problem["title"], "Request body is too large");
 
     // Under the limit, the same key runs: the refused body was never stored.
@@ -242,7 +245,7 @@ async fn a_refused_body_is_not_stored_and_the_key_works_once_fixed() {
     ];
     for (body, pointer) in invalid {
         let answer = test.api.pay(&alice, &key, &body).await;
-        let problem = answer.problem_of(400, "invalid-body");
+        let problem = answer.problem(StatusCode::BAD_REQUEST, "invalid-body");
         assert_eq!(problem["errors"][0]["pointer"], pointer, "{body}");
         let field = pointer.trim_start_matches("#/");
         assert!(
@@ -250,28 +253,28 @@ async fn a_refused_body_is_not_stored_and_the_key_works_once_fixed() {
             "{problem}"
         );
     }
-    let broken = send(
+    let broken = Answer::of(
         test.api
             .post("/payments", Some(&alice), Some(&key))
             .header("content-type", "application/json")
             .body(r#"{"amount": 98"#),
     )
     .await;
-    let problem = broken.problem_of(400, "invalid-body");
+    let problem = broken.problem(StatusCode::BAD_REQUEST, "invalid-body");
     assert!(
         problem["detail"]
             .as_str()
             .unwrap()
             .contains("not valid JSON")
     );
-    let not_json = send(
+    let not_json = Answer::of(
         test.api
             .post("/payments", Some(&alice), Some(&key))
             .header("content-type", "text/plain")
             .body("amount=9800"),
     )
     .await;
-    not_json.problem_of(415, "unsupported-media-type");
+    not_json.problem(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type");
 
     let fixed = test.api.pay(&alice, &key, &payment(9800)).await;
     assert!(
@@ -307,7 +310,7 @@ async fn two_hundred_concurrent_requests_with_one_key_make_one_payment() {
             (201, false) => ran.push(answer),
             (201, true) => replayed.push(answer),
             (409, _) => {
-                answer.problem_of(409, "request-in-flight");
+                answer.problem(StatusCode::CONFLICT, "request-in-flight");
                 conflicts += 1;
             }
             _ => panic!("unexpected answer: {answer:?}"),
@@ -329,7 +332,7 @@ async fn get_requests_are_not_intercepted() {
     let list = |key: &'static str| {
         let api = test.api.clone();
         let alice = alice.clone();
-        async move { send(api.get("/payments", &alice).header("idempotency-key", key)).await }
+        async move { Answer::of(api.get("/payments", &alice).header("idempotency-key", key)).await }
     };
     let first = list("listing-1").await;
     assert_eq!(first.status, 200);
@@ -337,7 +340,7 @@ async fn get_requests_are_not_intercepted() {
     assert_eq!(first.json()["items"].as_array().unwrap().len(), 1);
 
     test.api
-        .pay(&alice, &shop_support::key(), &payment(1))
+        .pay(&alice, &idem_tests::key(), &payment(1))
         .await
         .created();
     let second = list("listing-1").await;
@@ -351,7 +354,7 @@ async fn get_requests_are_not_intercepted() {
     assert_eq!(malformed.status, 200, "a GET's key is not even parsed");
 
     let path = format!("/payments/{}", paid["id"].as_str().unwrap());
-    let one = send(
+    let one = Answer::of(
         test.api
             .get(&path, &alice)
             .header("idempotency-key", key.as_str()),
@@ -359,7 +362,7 @@ async fn get_requests_are_not_intercepted() {
     .await;
     assert_eq!(one.json(), paid);
     assert!(!one.replayed());
-    let health = send(test.api.http.get(test.api.url("/healthz"))).await;
+    let health = Answer::of(test.api.http.get(test.api.url("/healthz"))).await;
     assert_eq!(health.status, 200);
     assert_eq!(health.json(), json!({ "status": "ok" }));
 }
@@ -373,45 +376,45 @@ async fn every_error_is_problem_json() {
     let bobs = bobs["id"].as_str().unwrap();
     let api = &test.api;
 
-    send(api.get("/nothing-here", &alice))
+    Answer::of(api.get("/nothing-here", &alice))
         .await
-        .problem_of(404, "route-not-found");
-    send(api.post("/nothing-here", Some(&alice), Some(&key())))
+        .problem(StatusCode::NOT_FOUND, "route-not-found");
+    Answer::of(api.post("/nothing-here", Some(&alice), Some(&key())))
         .await
-        .problem_of(404, "route-not-found");
-    let wrong_method = send(api.http.delete(api.url("/payments")).bearer_auth(&alice)).await;
-    wrong_method.problem_of(405, "method-not-allowed");
+        .problem(StatusCode::NOT_FOUND, "route-not-found");
+    let wrong_method = Answer::of(api.http.delete(api.url("/payments")).bearer_auth(&alice)).await;
+    wrong_method.problem(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed");
     let allow = wrong_method.header("allow").unwrap();
     assert!(allow.contains("POST") && allow.contains("GET"), "{allow}");
-    send(api.http.put(api.url("/transfers")).bearer_auth(&alice))
+    Answer::of(api.http.put(api.url("/transfers")).bearer_auth(&alice))
         .await
-        .problem_of(405, "method-not-allowed");
-    send(api.http.post(api.url("/healthz")))
+        .problem(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed");
+    Answer::of(api.http.post(api.url("/healthz")))
         .await
-        .problem_of(405, "method-not-allowed");
-    send(
+        .problem(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed");
+    Answer::of(
         api.post("/payments", Some(&alice), Some(&key()))
             .header("content-type", "application/x-www-form-urlencoded")
             .body("amount=9800&currency=JPY"),
     )
     .await
-    .problem_of(415, "unsupported-media-type");
-    send(api.post("/payments", Some(&alice), Some(&key())))
+    .problem(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type");
+    Answer::of(api.post("/payments", Some(&alice), Some(&key())))
         .await
-        .problem_of(415, "unsupported-media-type");
-    send(api.get(&format!("/payments/{bobs}"), &alice))
+        .problem(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type");
+    Answer::of(api.get(&format!("/payments/{bobs}"), &alice))
         .await
-        .problem_of(404, "payment-not-found");
-    send(api.get("/payments/pay_nonexistent", &alice))
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
+    Answer::of(api.get("/payments/pay_nonexistent", &alice))
         .await
-        .problem_of(404, "payment-not-found");
-    send(api.get("/payments/%FF", &alice))
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
+    Answer::of(api.get("/payments/%FF", &alice))
         .await
-        .problem_of(404, "payment-not-found");
-    send(api.post("/payments/%FF/receipt", Some(&alice), None))
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
+    Answer::of(api.post("/payments/%FF/receipt", Some(&alice), None))
         .await
-        .problem_of(404, "payment-not-found");
-    send(
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
+    Answer::of(
         api.post(
             &format!("/payments/{bobs}/refunds"),
             Some(&alice),
@@ -420,17 +423,17 @@ async fn every_error_is_problem_json() {
         .json(&json!({ "amount": 1 })),
     )
     .await
-    .problem_of(404, "payment-not-found");
-    send(api.post(&format!("/payments/{bobs}/receipt"), Some(&alice), None))
+    .problem(StatusCode::NOT_FOUND, "payment-not-found");
+    Answer::of(api.post(&format!("/payments/{bobs}/receipt"), Some(&alice), None))
         .await
-        .problem_of(404, "payment-not-found");
-    send(api.http.get(api.url("/payments")))
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
+    Answer::of(api.http.get(api.url("/payments")))
         .await
-        .problem_of(401, "unauthenticated");
+        .problem(StatusCode::UNAUTHORIZED, "unauthenticated");
     test.api
         .pay(&alice, &key(), &json!({ "amount": -1, "currency": "JPY" }))
         .await
-        .problem_of(400, "invalid-body");
+        .problem(StatusCode::BAD_REQUEST, "invalid-body");
 }
 
 /// `GET /openapi.json` is an OpenAPI 3.1 document that documents the key header, the bearer
@@ -438,7 +441,7 @@ async fn every_error_is_problem_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_describes_the_service() {
     let test = TestShop::memory(settings()).await;
-    let answer = send(test.api.http.get(test.api.url("/openapi.json"))).await;
+    let answer = Answer::of(test.api.http.get(test.api.url("/openapi.json"))).await;
     assert_eq!(answer.status, 200);
     assert_eq!(answer.header("content-type"), Some("application/json"));
     let document = answer.json();
@@ -514,10 +517,10 @@ async fn the_openapi_document_describes_the_service() {
                 .http
                 .request(method.clone(), test.api.url(&concrete))
                 .bearer_auth(&alice);
-            let answer = send(request).await;
+            let answer = Answer::of(request).await;
             assert_ne!(answer.status, 405, "{method} {path}: {answer:?}");
             if answer.status == 404 {
-                answer.problem_of(404, "payment-not-found");
+                answer.problem(StatusCode::NOT_FOUND, "payment-not-found");
             }
         }
     }

@@ -1,7 +1,7 @@
-//! The seven cases of docs/contract.md (*The seven cases*, the article's test list), each over real HTTP against the
-//! shop, or, for the TTL and the 5xx policy, against a small router built for the test.
-
-mod shop_support;
+//! The seven cases of docs/contract.md (*The seven cases*: the same key and body twice,
+//! another body, a request in flight, no key, a client timeout then a retry, a key after its
+//! TTL, a 500 then a retry), each over real HTTP against the shop, or, for the TTL and the
+//! 5xx policy, against a small router built for the test.
 
 use std::{
     sync::{
@@ -13,11 +13,12 @@ use std::{
 
 use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
 use idem_core::{Idempotency, MemoryStore, idempotent};
+use idem_tests::{
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, honour_retry_after, payment, settings, transfer, user},
+};
 use serde_json::{Value, json};
 use shop::Settings;
-use shop_support::{
-    Api, Server, TestShop, honour_retry_after, key, payment, send, settings, transfer, user,
-};
 
 /// Case 1: the same key and body twice. Both answers are 201 with the same bytes, the second
 /// marked `Idempotent-Replayed: true`, and there is one payment.
@@ -59,7 +60,7 @@ async fn case_2_same_key_different_body_is_422_and_no_new_payment() {
     let first = test.api.pay(&alice, &key, &payment(9800)).await.created();
 
     let reused = test.api.pay(&alice, &key, &payment(1200)).await;
-    let problem = reused.problem_of(422, "key-reused");
+    let problem = reused.problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(problem["title"], "Idempotency-Key is already used");
     assert!(!reused.replayed());
 
@@ -68,7 +69,7 @@ async fn case_2_same_key_different_body_is_422_and_no_new_payment() {
     test.api
         .pay(&alice, &key, &other)
         .await
-        .problem_of(422, "key-reused");
+        .problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(test.api.payments(&alice).await, [first]);
 }
 
@@ -100,7 +101,7 @@ async fn case_3_same_key_in_flight_is_409_then_the_retry_gets_the_result() {
     };
     let created = ran.created();
     assert!(!ran.replayed());
-    let problem = refused.problem_of(409, "request-in-flight");
+    let problem = refused.problem(StatusCode::CONFLICT, "request-in-flight");
     assert_eq!(
         problem["title"],
         "A request is outstanding for this Idempotency-Key"
@@ -124,8 +125,8 @@ async fn case_4_no_key_is_400() {
         } else {
             transfer(50_000)
         };
-        let answer = send(test.api.post(path, Some(&alice), None).json(&body)).await;
-        let problem = answer.problem_of(400, "key-missing");
+        let answer = Answer::of(test.api.post(path, Some(&alice), None).json(&body)).await;
+        let problem = answer.problem(StatusCode::BAD_REQUEST, "key-missing");
         assert_eq!(problem["title"], "Idempotency-Key is missing", "{path}");
     }
     assert!(test.api.payments(&alice).await.is_empty());
@@ -167,7 +168,7 @@ async fn case_5_client_timeout_then_retries_get_the_first_result() {
         if answer.status != 409 {
             break answer;
         }
-        answer.problem_of(409, "request-in-flight");
+        answer.problem(StatusCode::CONFLICT, "request-in-flight");
         conflicts += 1;
         assert!(conflicts <= 10, "the first transfer never finished");
         honour_retry_after(&answer).await;
@@ -223,7 +224,7 @@ async fn case_6_same_key_after_the_ttl_is_a_new_request() {
     let api = Api::new(&server);
     let key = key();
     let order = || {
-        send(
+        Answer::of(
             api.post("/orders", None, Some(&key))
                 .json(&json!({ "sku": "A-1" })),
         )
@@ -292,7 +293,7 @@ async fn case_7_after_a_500_the_retry_runs_again_or_replays_as_configured() {
     let api = Api::new(&server);
     let call = |path: &'static str, key: String| {
         let api = api.clone();
-        async move { send(api.post(path, None, Some(&key)).json(&json!({ "n": 1 }))).await }
+        async move { Answer::of(api.post(path, None, Some(&key)).json(&json!({ "n": 1 }))).await }
     };
 
     let key = key();
@@ -308,7 +309,7 @@ async fn case_7_after_a_500_the_retry_runs_again_or_replays_as_configured() {
     assert!(again.replayed(), "and its success is stored");
     assert_eq!(released.count(), 2);
 
-    let key = shop_support::key();
+    let key = idem_tests::key();
     let failed = call("/stored", key.clone()).await;
     assert_eq!(failed.status, 500);
     let retried = call("/stored", key).await;

@@ -2,14 +2,12 @@
 //! client library plays it, and the shop's own outbound call to its bank, which a derived key
 //! keeps to one transfer even when the shop forgets it made one.
 
-mod shop_support;
-
 use std::time::Duration;
 
 use idem_core::{IdempotencyKey, client::RetryPolicy};
+use idem_tests::shop_fixture::{Api, TestShop, settings, transfer, user};
 use serde_json::Value;
 use shop::{Backend, Settings, bank_service::BankServer};
-use shop_support::{Api, TestShop, settings, transfer, user};
 
 /// Case 5 from the client side: the first attempt times out while the bank works, the
 /// client retries with the same key through 409 (honouring `Retry-After`), and the call ends

@@ -7,16 +7,17 @@
 //! client is reqwest. Every timing assertion has a lower bound the server cannot undercut, by
 //! construction, and an upper bound with seconds of slack.
 
-mod shop_support;
-
 use std::time::{Duration, Instant};
 
+use idem_tests::{
+    Answer,
+    shop_fixture::{Api, Server, settings},
+};
 use serde_json::Value;
 use shop::{
     Backend, ConnectionLimits,
     server::{HYPER_MAX_HEADERS, MAX_HEADERS},
 };
-use shop_support::{Api, Server, send, settings};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -183,7 +184,7 @@ async fn healthz_answers_while_five_hundred_slow_clients_are_connected() {
     let api = Api::new(&server);
     for _ in 0..20 {
         // A fresh connection each time: a new client must get in, not only a pooled one.
-        let answer = send(
+        let answer = Answer::of(
             api.http
                 .get(api.url("/healthz"))
                 .header("connection", "close"),
@@ -217,7 +218,7 @@ async fn a_connection_over_the_bound_waits_and_is_served() {
     let before_connect = Instant::now();
     let _first = TcpStream::connect(server.addr).await.unwrap();
     let _second = TcpStream::connect(server.addr).await.unwrap();
-    let answer = send(Api::new(&server).http.get(server.url("/healthz"))).await;
+    let answer = Answer::of(Api::new(&server).http.get(server.url("/healthz"))).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     // Both slots were taken until the idle timeout closed one of the silent connections.
     let waited = before_connect.elapsed();
@@ -353,7 +354,7 @@ impl std::fmt::Debug for RawAnswer {
 /// Reads one answer with a `Content-Length` body (every answer of the shop and of hyper has
 /// one), leaving the connection open.
 async fn read_answer(socket: &mut TcpStream) -> RawAnswer {
-    tokio::time::timeout(shop_support::REQUEST_TIMEOUT, async {
+    tokio::time::timeout(idem_tests::REQUEST_TIMEOUT, async {
         let mut bytes = Vec::new();
         let mut buffer = [0; 4096];
         let head_end = loop {

@@ -2,16 +2,16 @@
 //! duplicate and keep the bank's failure; the bank's webhook is global, strict and
 //! byte-compared; receipts need no key and survive a store outage.
 
-mod shop_support;
-
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
 use idem_core::{Idempotency, store::PostgresStore};
+use idem_tests::{
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, bank_signature, payment, settings, transfer, user},
+};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
-use sha2::Sha256;
 use shop::{Settings, Shop, ledger::Ledger};
-use shop_support::{Api, Server, TestShop, key, payment, send, settings, transfer, user};
 
 /// `on_conflict = "wait(5s)"`: two refunds with one key at once both get the refund (the
 /// second waits for the first rather than getting 409), and it is made once.
@@ -29,7 +29,7 @@ async fn a_duplicate_refund_waits_for_the_first_and_gets_its_answer() {
     let refund = |api: Api| {
         let (path, alice, refund_key) = (path.clone(), alice.clone(), refund_key.clone());
         async move {
-            send(
+            Answer::of(
                 api.post(&path, Some(&alice), Some(&refund_key))
                     .json(&json!({ "amount": 1200 })),
             )
@@ -52,7 +52,7 @@ async fn a_duplicate_refund_waits_for_the_first_and_gets_its_answer() {
     assert!(waited.replayed());
     assert_eq!(waited.body, ran.body);
 
-    let now = send(test.api.get(
+    let now = Answer::of(test.api.get(
         &format!("/payments/{}", paid["id"].as_str().unwrap()),
         &alice,
     ))
@@ -70,7 +70,7 @@ async fn a_refund_over_the_payment_is_refused_and_that_answer_is_kept() {
     let paid = test.api.pay(&alice, &key(), &payment(9800)).await.created();
     let path = format!("/payments/{}/refunds", paid["id"].as_str().unwrap());
     let refund = |key: &str, amount: i64| {
-        send(
+        Answer::of(
             test.api
                 .post(&path, Some(&alice), Some(key))
                 .json(&json!({ "amount": amount })),
@@ -79,7 +79,7 @@ async fn a_refund_over_the_payment_is_refused_and_that_answer_is_kept() {
     refund(&key(), 9000).await.created();
     let over = key();
     let refused = refund(&over, 1000).await;
-    let problem = refused.problem_of(400, "refund-exceeds-payment");
+    let problem = refused.problem(StatusCode::BAD_REQUEST, "refund-exceeds-payment");
     assert_eq!(problem["errors"][0]["pointer"], "#/amount");
     assert!(
         problem["detail"].as_str().unwrap().contains("800"),
@@ -102,7 +102,7 @@ async fn a_refund_the_bank_failed_is_replayed_not_retried() {
     let id = paid["id"].as_str().unwrap();
     let path = format!("/payments/{id}/refunds");
     let refund = |key: String| {
-        send(
+        Answer::of(
             test.api
                 .post(&path, Some(&alice), Some(&key))
                 .json(&json!({ "amount": 500 })),
@@ -112,42 +112,21 @@ async fn a_refund_the_bank_failed_is_replayed_not_retried() {
     test.shop.bank().set_down(true);
     let failing = key();
     let failed = refund(failing.clone()).await;
-    failed.problem_of(502, "bank-unavailable");
+    failed.problem(StatusCode::BAD_GATEWAY, "bank-unavailable");
     test.shop.bank().set_down(false);
     let again = refund(failing).await;
     assert!(again.replayed(), "the 502 was stored: {again:?}");
     assert_eq!(again.body, failed.body);
-    let payment = send(test.api.get(&format!("/payments/{id}"), &alice))
+    let payment = Answer::of(test.api.get(&format!("/payments/{id}"), &alice))
         .await
         .json();
     assert_eq!(payment["amountRefunded"], 0);
 
     refund(key()).await.created();
-    let payment = send(test.api.get(&format!("/payments/{id}"), &alice))
+    let payment = Answer::of(test.api.get(&format!("/payments/{id}"), &alice))
         .await
         .json();
     assert_eq!(payment["amountRefunded"], 500);
-}
-
-/// The bank's signature of `body`, computed here independently of the shop.
-fn sign(body: &[u8]) -> String {
-    let mut mac =
-        <Hmac<Sha256> as KeyInit>::new_from_slice(Settings::DEFAULT_WEBHOOK_SECRET.as_bytes())
-            .unwrap();
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
-}
-
-async fn deliver(api: &Api, key: &str, body: &str, signature: &str) -> shop_support::Answer {
-    send(
-        api.http
-            .post(api.url("/webhooks/bank"))
-            .header("content-type", "application/json")
-            .header("idempotency-key", key)
-            .header("bank-signature", signature)
-            .body(body.to_owned()),
-    )
-    .await
 }
 
 /// The webhook: `scope = "global"` (no user; the bank's event id is the key),
@@ -167,39 +146,51 @@ async fn the_bank_webhook_is_global_strict_and_byte_compared() {
     let event = format!(r#"{{"type":"transfer.settled","transfer":"{id}"}}"#);
     let event_key = format!("\"evt_{}\"", &key()[..8]);
 
-    let forged = deliver(&test.api, &event_key, &event, "sha256=00").await;
-    forged.problem_of(401, "invalid-signature");
+    let forged = test
+        .api
+        .deliver(&event_key, &event, Some("sha256=00"))
+        .await;
+    forged.problem(StatusCode::UNAUTHORIZED, "invalid-signature");
 
-    let delivered = deliver(&test.api, &event_key, &event, &sign(event.as_bytes())).await;
+    let delivered = test
+        .api
+        .deliver(&event_key, &event, Some(&bank_signature(&event)))
+        .await;
     assert_eq!(delivered.status, 200, "{delivered:?}");
     assert!(!delivered.replayed(), "the forged delivery stored nothing");
     assert_eq!(delivered.json()["status"], "settled");
     assert_eq!(test.api.transfers(&alice).await[0]["status"], "settled");
 
-    let redelivered = deliver(&test.api, &event_key, &event, &sign(event.as_bytes())).await;
+    let redelivered = test
+        .api
+        .deliver(&event_key, &event, Some(&bank_signature(&event)))
+        .await;
     assert!(redelivered.replayed());
     assert_eq!(redelivered.body, delivered.body);
 
     let bare = event_key.trim_matches('"');
-    deliver(&test.api, bare, &event, &sign(event.as_bytes()))
+    test.api
+        .deliver(bare, &event, Some(&bank_signature(&event)))
         .await
-        .problem_of(400, "key-malformed");
+        .problem(StatusCode::BAD_REQUEST, "key-malformed");
 
     let reordered = format!(r#"{{"transfer":"{id}","type":"transfer.settled"}}"#);
-    deliver(
-        &test.api,
-        &event_key,
-        &reordered,
-        &sign(reordered.as_bytes()),
-    )
-    .await
-    .problem_of(422, "key-reused");
+    test.api
+        .deliver(&event_key, &reordered, Some(&bank_signature(&reordered)))
+        .await
+        .problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
 
     let unknown = r#"{"type":"transfer.settled","transfer":"tr_unknown"}"#;
     let unknown_key = format!("\"evt_{}\"", &key()[..8]);
-    let missing = deliver(&test.api, &unknown_key, unknown, &sign(unknown.as_bytes())).await;
-    missing.problem_of(404, "transfer-not-found");
-    let again = deliver(&test.api, &unknown_key, unknown, &sign(unknown.as_bytes())).await;
+    let missing = test
+        .api
+        .deliver(&unknown_key, unknown, Some(&bank_signature(unknown)))
+        .await;
+    missing.problem(StatusCode::NOT_FOUND, "transfer-not-found");
+    let again = test
+        .api
+        .deliver(&unknown_key, unknown, Some(&bank_signature(unknown)))
+        .await;
     assert!(again.replayed(), "the 404 is the event's answer");
 }
 
@@ -211,7 +202,8 @@ async fn a_receipt_needs_no_key_and_a_key_makes_it_once() {
     let alice = user();
     let paid = test.api.pay(&alice, &key(), &payment(9800)).await.created();
     let path = format!("/payments/{}/receipt", paid["id"].as_str().unwrap());
-    let receipt = |key: Option<String>| send(test.api.post(&path, Some(&alice), key.as_deref()));
+    let receipt =
+        |key: Option<String>| Answer::of(test.api.post(&path, Some(&alice), key.as_deref()));
 
     for _ in 0..2 {
         let sent = receipt(None).await;
@@ -256,13 +248,13 @@ async fn receipts_are_sent_while_the_store_is_down_and_payments_are_not_made() {
     let api = Api::new(&down);
 
     let refused = api.pay(&alice, &key(), &payment(100)).await;
-    refused.problem_of(503, "store-unavailable");
+    refused.problem(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
     assert!(refused.header("retry-after").is_some());
 
     let path = format!("/payments/{}/receipt", paid["id"].as_str().unwrap());
     let once = key();
     for _ in 0..2 {
-        let sent = send(api.post(&path, Some(&alice), Some(&once))).await;
+        let sent = Answer::of(api.post(&path, Some(&alice), Some(&once))).await;
         assert_eq!(sent.status, 202, "{sent:?}");
         assert!(!sent.replayed(), "no record: each request runs");
     }

@@ -3,13 +3,14 @@
 //! restarted shop replays what it answered before. Skipped, saying so, when
 //! `IDEM_TEST_DATABASE_URL` is unset.
 
-mod postgres_support;
-mod shop_support;
-
 use idem_core::store::PostgresStore;
+use idem_tests::{
+    Answer, key,
+    shop_fixture::{Api, Server, TestShop, payment, settings, transfer, user},
+};
+use reqwest::StatusCode;
 use serde_json::json;
 use shop::{Backend, Settings, Shop, backend::StoreChoice};
-use shop_support::{Api, Server, TestShop, key, payment, send, settings, transfer, user};
 use sqlx::{AssertSqlSafe, PgPool};
 
 /// Deletes the rows of `users` from the shop's tables (records expire on their own).
@@ -51,11 +52,11 @@ async fn writer(pool: &PgPool, sql: &str, id: Option<&str>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payment_and_its_record_commit_in_one_transaction() {
     let test = "a_payment_and_its_record_commit_in_one_transaction";
-    let Some(url) = postgres_support::database_url(test) else {
+    let Some(url) = idem_tests::postgres_fixture::database_url(test) else {
         return;
     };
-    let admin = postgres_support::admin_pool(&url).await;
-    let records = postgres_support::fresh_name(&admin, "r").await;
+    let admin = idem_tests::postgres_fixture::admin_pool(&url).await;
+    let records = idem_tests::postgres_fixture::fresh_name(&admin, "r").await;
     let store = PostgresStore::builder()
         .table(&records)
         .unwrap()
@@ -89,12 +90,12 @@ async fn a_payment_and_its_record_commit_in_one_transaction() {
         .unwrap();
     assert_eq!(rows, 1);
 
-    let refund = send(
+    let refund = Answer::of(
         shop.api
             .post(
                 &format!("/payments/{id}/refunds"),
                 Some(&alice),
-                Some(&shop_support::key()),
+                Some(&idem_tests::key()),
             )
             .json(&json!({ "amount": 1200 })),
     )
@@ -116,7 +117,7 @@ async fn a_payment_and_its_record_commit_in_one_transaction() {
 
     forget(&admin, &[&alice]).await;
     drop(shop);
-    postgres_support::drop_table(&admin, &records).await;
+    idem_tests::postgres_fixture::drop_table(&admin, &records).await;
 }
 
 /// Every endpoint on the PostgreSQL tables: payments, reads, refunds, receipts, transfers and
@@ -124,7 +125,8 @@ async fn a_payment_and_its_record_commit_in_one_transaction() {
 #[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_endpoint_works_on_postgres() {
-    let Some(url) = postgres_support::database_url("every_endpoint_works_on_postgres") else {
+    let Some(url) = idem_tests::postgres_fixture::database_url("every_endpoint_works_on_postgres")
+    else {
         return;
     };
     let store: StoreChoice = url.parse().unwrap();
@@ -145,13 +147,13 @@ async fn every_endpoint_works_on_postgres() {
     assert!(api.payments(&bob).await.is_empty());
     let id = first["id"].as_str().unwrap();
     let path = format!("/payments/{id}");
-    assert_eq!(send(api.get(&path, &alice)).await.json(), first);
-    send(api.get(&path, &bob))
+    assert_eq!(Answer::of(api.get(&path, &alice)).await.json(), first);
+    Answer::of(api.get(&path, &bob))
         .await
-        .problem_of(404, "payment-not-found");
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
 
     let refund = |user: &str, amount: i64| {
-        send(
+        Answer::of(
             api.post(&format!("{path}/refunds"), Some(user), Some(&key()))
                 .json(&json!({ "amount": amount })),
         )
@@ -159,13 +161,15 @@ async fn every_endpoint_works_on_postgres() {
     refund(&alice, 9000).await.created();
     refund(&alice, 801)
         .await
-        .problem_of(400, "refund-exceeds-payment");
-    refund(&bob, 1).await.problem_of(404, "payment-not-found");
+        .problem(StatusCode::BAD_REQUEST, "refund-exceeds-payment");
+    refund(&bob, 1)
+        .await
+        .problem(StatusCode::NOT_FOUND, "payment-not-found");
     assert_eq!(
-        send(api.get(&path, &alice)).await.json()["amountRefunded"],
+        Answer::of(api.get(&path, &alice)).await.json()["amountRefunded"],
         9000
     );
-    let receipt = send(api.post(&format!("{path}/receipt"), Some(&alice), None)).await;
+    let receipt = Answer::of(api.post(&format!("{path}/receipt"), Some(&alice), None)).await;
     assert_eq!(receipt.status, 202, "{receipt:?}");
 
     let sent = api
@@ -178,7 +182,7 @@ async fn every_endpoint_works_on_postgres() {
         sent["id"].as_str().unwrap()
     );
     let signature = test.shop.bank().sign(event.as_bytes());
-    let settled = send(
+    let settled = Answer::of(
         api.http
             .post(api.url("/webhooks/bank"))
             .header("content-type", "application/json")
@@ -200,7 +204,7 @@ async fn every_endpoint_works_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_postgres_shop_replays_what_it_answered_before() {
     let test = "a_restarted_postgres_shop_replays_what_it_answered_before";
-    let Some(url) = postgres_support::database_url(test) else {
+    let Some(url) = idem_tests::postgres_fixture::database_url(test) else {
         return;
     };
     let store: StoreChoice = url.parse().unwrap();

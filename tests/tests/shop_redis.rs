@@ -1,12 +1,12 @@
 //! Two shops on one Redis (`IDEM_STORE=redis://...`), over real HTTP: a key sent to both
 //! runs once. Skipped, saying so, when `IDEM_TEST_REDIS_URL` is unset.
 
-mod shop_support;
-
 use std::{sync::Arc, time::Duration};
 
+use idem_tests::key;
+use idem_tests::shop_fixture::{TestShop, honour_retry_after, payment, settings, transfer, user};
+use reqwest::StatusCode;
 use shop::{Backend, Settings, backend::StoreChoice};
-use shop_support::{TestShop, honour_retry_after, key, payment, settings, transfer, user};
 use tokio::{sync::Barrier, task::JoinSet};
 
 /// Two shops as `IDEM_STORE=redis://...` starts them: each its own runtime, connection and
@@ -49,12 +49,12 @@ async fn two_shops_on_one_redis_run_a_key_once() {
     two.api
         .pay(&alice, &key, &payment(1200))
         .await
-        .problem_of(422, "key-reused");
+        .problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     // The payment itself is in the first shop's memory; only the records are shared.
     assert_eq!(one.api.payments(&alice).await.len(), 1);
     assert!(two.api.payments(&alice).await.is_empty());
 
-    let key = shop_support::key();
+    let key = idem_tests::key();
     let first = {
         let (api, alice, key) = (one.api.clone(), alice.clone(), key.clone());
         tokio::spawn(async move { api.transfer(&alice, &key, &transfer(50_000)).await })
@@ -68,7 +68,7 @@ async fn two_shops_on_one_redis_run_a_key_once() {
         (during, first)
     };
     ran.created();
-    refused.problem_of(409, "request-in-flight");
+    refused.problem(StatusCode::CONFLICT, "request-in-flight");
     honour_retry_after(&refused).await;
     for shop in [&one, &two] {
         let after = shop.api.transfer(&alice, &key, &transfer(50_000)).await;
@@ -109,7 +109,7 @@ async fn concurrent_requests_spread_over_two_shops_run_once() {
             (201, false) => ran.push(answer),
             (201, true) => {}
             (409, _) => {
-                answer.problem_of(409, "request-in-flight");
+                answer.problem(StatusCode::CONFLICT, "request-in-flight");
             }
             _ => panic!("unexpected answer: {answer:?}"),
         }

@@ -17,7 +17,7 @@ use idem_core::{
     Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope,
     store::conformance::{Call, Fault, FaultyStore},
 };
-use idem_tests::{Answer, Served, eventually};
+use idem_tests::{Answer, Served, eventually, key};
 use serde_json::{Value, json};
 
 /// Long enough for any background retry to land on a slow machine.
@@ -93,10 +93,6 @@ impl Service {
         )
         .await
     }
-}
-
-fn key() -> String {
-    format!("key-{:016x}", rand::random::<u64>())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

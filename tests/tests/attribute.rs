@@ -1,71 +1,23 @@
 //! `#[idempotent]` handlers through real axum routers: each argument does what it says, and
-//! the seven cases of docs/contract.md hold for an annotated handler.
+//! the seven cases of docs/contract.md (*The seven cases*) hold for an annotated handler.
 //!
 //! Every handler counts its executions. Requests go through `tower::ServiceExt::oneshot`; the
 //! assertions are what a client sees (status, `Idempotent-Replayed`, body bytes, Problem
 //! Details) and how many times the handler ran.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-    time::Duration,
-};
+use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::{
     Extension, Json, Router,
-    body::{Body, Bytes},
+    body::Bytes,
     extract::{FromRequest, FromRequestParts, Request, State},
-    http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts},
-    middleware::{self, Next},
-    response::Response,
+    http::{StatusCode, header, request::Parts},
+    middleware,
     routing::post,
 };
-use idem_core::{
-    Idempotency, MemoryStore, Principal, PureBody, Scope, StoreKey, idempotent,
-    replay::StoredResponse,
-    store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
-};
+use idem_core::{Idempotency, MemoryStore, Principal, PureBody, Scope, idempotent};
+use idem_tests::inprocess::{Counter, authenticate, post_to, send, unreachable, with_header};
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-/// What the handlers share: how often they ran, how often their own body extractors ran,
-/// and how long each run takes.
-#[derive(Clone, Default)]
-struct Counter {
-    runs: Arc<AtomicUsize>,
-    extractions: Arc<AtomicUsize>,
-    delay: Duration,
-}
-
-impl Counter {
-    fn slow(delay: Duration) -> Self {
-        Self {
-            delay,
-            ..Self::default()
-        }
-    }
-
-    fn runs(&self) -> usize {
-        self.runs.load(Ordering::SeqCst)
-    }
-
-    fn extractions(&self) -> usize {
-        self.extractions.load(Ordering::SeqCst)
-    }
-
-    /// Counts a run, takes its time, and answers 201 with the run number.
-    async fn run(&self, request: Value) -> (StatusCode, Json<Value>) {
-        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
-        tokio::time::sleep(self.delay).await;
-        (
-            StatusCode::CREATED,
-            Json(json!({ "run": run, "request": request })),
-        )
-    }
-}
 
 /// The defaults: user scope, key required, reject conflicts, JSON fingerprints.
 #[idempotent]
@@ -142,7 +94,7 @@ async fn tenant_payment(
 
 /// Fails with 500 and a body that names the run.
 async fn fail(counter: &Counter) -> (StatusCode, String) {
-    let run = counter.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let run = counter.count_run();
     (StatusCode::INTERNAL_SERVER_ERROR, format!("failure {run}"))
 }
 
@@ -161,7 +113,7 @@ async fn stored_server_error(
 
 #[idempotent(scope = "global")]
 async fn panics_once(State(counter): State<Counter>, _body: String) -> StatusCode {
-    if counter.runs.fetch_add(1, Ordering::SeqCst) == 0 {
+    if counter.count_run() == 1 {
         panic!("the first run panics");
     }
     StatusCode::CREATED
@@ -204,19 +156,6 @@ async fn extractor_auth(
     counter.run(body).await
 }
 
-/// Authentication as a middleware: `x-user` names the principal.
-async fn authenticate(mut request: Request, next: Next) -> Response {
-    if let Some(user) = request
-        .headers()
-        .get("x-user")
-        .and_then(|value| value.to_str().ok())
-    {
-        let principal = Principal::new(user);
-        request.extensions_mut().insert(principal);
-    }
-    next.run(request).await
-}
-
 /// The toy signature of a body that [`Signed`] checks: its length and byte sum.
 fn signature(body: &[u8]) -> String {
     let sum: u64 = body.iter().map(|&byte| u64::from(byte)).sum();
@@ -231,7 +170,7 @@ impl FromRequest<Counter> for Signed {
     type Rejection = (StatusCode, &'static str);
 
     async fn from_request(request: Request, counter: &Counter) -> Result<Self, Self::Rejection> {
-        counter.extractions.fetch_add(1, Ordering::SeqCst);
+        counter.count_extraction();
         let claimed = request.headers().get("x-signature").cloned();
         let body = Bytes::from_request(request, counter)
             .await
@@ -260,7 +199,7 @@ impl FromRequest<Counter> for Parsed {
     type Rejection = (StatusCode, &'static str);
 
     async fn from_request(request: Request, counter: &Counter) -> Result<Self, Self::Rejection> {
-        counter.extractions.fetch_add(1, Ordering::SeqCst);
+        counter.count_extraction();
         let body = Bytes::from_request(request, counter)
             .await
             .map_err(|_| (StatusCode::BAD_REQUEST, "unreadable body"))?;
@@ -362,86 +301,6 @@ fn runtime() -> Idempotency {
     Idempotency::new(MemoryStore::default())
 }
 
-/// A POST with a JSON body and, if given, an `Idempotency-Key`.
-fn post_to(uri: &str, key: Option<&str>, body: &str) -> Request {
-    let mut builder = Request::builder()
-        .method(Method::POST)
-        .uri(uri)
-        .header(header::CONTENT_TYPE, "application/json");
-    if let Some(key) = key {
-        builder = builder.header("idempotency-key", key);
-    }
-    builder.body(Body::from(body.to_owned())).unwrap()
-}
-
-fn with_header(mut request: Request, name: &'static str, value: &str) -> Request {
-    request
-        .headers_mut()
-        .insert(name, HeaderValue::from_str(value).unwrap());
-    request
-}
-
-/// What a client sees.
-#[derive(Debug)]
-struct Seen {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Seen {
-    fn replayed(&self) -> bool {
-        match self.headers.get("idempotent-replayed") {
-            Some(value) => {
-                assert_eq!(value, "true");
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&self.body)))
-    }
-
-    fn run(&self) -> u64 {
-        self.json()["run"].as_u64().expect("a handler's answer")
-    }
-
-    /// Asserts a Problem Details answer of this status and kind.
-    fn assert_problem(&self, status: StatusCode, slug: &str) -> Value {
-        assert_eq!(
-            self.status,
-            status,
-            "body: {}",
-            String::from_utf8_lossy(&self.body)
-        );
-        assert_eq!(
-            self.headers[header::CONTENT_TYPE],
-            "application/problem+json"
-        );
-        let problem = self.json();
-        assert_eq!(problem["status"], status.as_u16());
-        let kind = problem["type"].as_str().expect("a type URI");
-        assert!(kind.ends_with(&format!("#{slug}")), "type {kind}");
-        assert!(problem["title"].is_string() && problem["detail"].is_string());
-        assert!(!self.replayed(), "a refusal is never a replay");
-        problem
-    }
-}
-
-async fn send(app: &Router, request: Request) -> Seen {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let (parts, body) = response.into_parts();
-    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-    Seen {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
-}
-
 const BODY: &str = r#"{"amount":9800,"currency":"JPY"}"#;
 
 // ---- The seven cases (docs/contract.md), for an annotated handler ----
@@ -469,7 +328,7 @@ async fn case_2_same_key_another_body_is_422() {
     let other = r#"{"amount":1,"currency":"JPY"}"#;
     send(&app, post_to("/global", Some("k2"), other))
         .await
-        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
+        .refusal(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(counter.runs(), 1, "no new payment");
 }
 
@@ -483,7 +342,7 @@ async fn case_3_same_key_in_flight_is_409_with_retry_after_then_the_result() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let conflict = send(&app, post_to("/global", Some("k3"), BODY)).await;
-    conflict.assert_problem(StatusCode::CONFLICT, "request-in-flight");
+    conflict.refusal(StatusCode::CONFLICT, "request-in-flight");
     assert_eq!(conflict.headers[header::RETRY_AFTER], "1");
 
     let first = first.await.unwrap();
@@ -500,7 +359,7 @@ async fn case_4_no_key_is_400_when_required() {
     let app = app(&runtime(), &counter);
     send(&app, post_to("/global", None, BODY))
         .await
-        .assert_problem(StatusCode::BAD_REQUEST, "key-missing");
+        .refusal(StatusCode::BAD_REQUEST, "key-missing");
     assert_eq!(counter.runs(), 0);
 }
 
@@ -630,7 +489,7 @@ async fn user_scope_without_a_principal_is_401() {
     let app = app(&runtime(), &counter);
     send(&app, post_to("/user", Some("k"), BODY))
         .await
-        .assert_problem(StatusCode::UNAUTHORIZED, "principal-missing");
+        .refusal(StatusCode::UNAUTHORIZED, "principal-missing");
     assert_eq!(counter.runs(), 0);
 }
 
@@ -702,7 +561,7 @@ async fn a_custom_scope_takes_its_principal_from_the_runtimes_resolver() {
     assert!(send(&app, as_tenant("acme")).await.replayed());
     send(&app, post_to("/tenant", Some("shared"), BODY))
         .await
-        .assert_problem(StatusCode::UNAUTHORIZED, "principal-missing");
+        .refusal(StatusCode::UNAUTHORIZED, "principal-missing");
     assert_eq!(counter.runs(), 2);
 }
 
@@ -757,7 +616,7 @@ async fn json_fingerprints_ignore_key_order_and_raw_ones_do_not() {
     send(&app, post_to("/raw", Some("fp"), BODY)).await;
     send(&app, post_to("/raw", Some("fp"), reordered))
         .await
-        .assert_problem(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
+        .refusal(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(counter.runs(), 2);
 }
 
@@ -767,7 +626,7 @@ async fn strict_key_syntax_refuses_a_bare_key() {
     let app = app(&runtime(), &counter);
     send(&app, post_to("/strict", Some("bare-key"), BODY))
         .await
-        .assert_problem(StatusCode::BAD_REQUEST, "key-malformed");
+        .refusal(StatusCode::BAD_REQUEST, "key-malformed");
     let quoted = send(&app, post_to("/strict", Some("\"quoted-key\""), BODY)).await;
     assert_eq!(quoted.status, StatusCode::CREATED);
     assert_eq!(counter.runs(), 1);
@@ -780,43 +639,12 @@ async fn strict_key_syntax_refuses_a_bare_key() {
     );
 }
 
-/// A store that is down: every call fails the way a refused connection does. It stands in
-/// for an outage.
-#[derive(Debug)]
-struct Unreachable;
-
-fn refused() -> StoreError {
-    StoreError::backend(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
-}
-
-#[async_trait]
-impl Store for Unreachable {
-    async fn claim(&self, _: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        Err(refused())
-    }
-    async fn complete(
-        &self,
-        _: &StoreKey,
-        _: LeaseToken,
-        _: &StoredResponse,
-        _: Duration,
-    ) -> Result<(), StoreError> {
-        Err(refused())
-    }
-    async fn release(&self, _: &StoreKey, _: LeaseToken) -> Result<(), StoreError> {
-        Err(refused())
-    }
-    async fn renew(&self, _: &StoreKey, _: LeaseToken, _: Duration) -> Result<(), StoreError> {
-        Err(refused())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_outage_fails_closed_with_503_by_default() {
     let counter = Counter::default();
-    let app = app(&Idempotency::new(Unreachable), &counter);
+    let app = app(&Idempotency::new(unreachable()), &counter);
     let seen = send(&app, post_to("/global", Some("down"), BODY)).await;
-    seen.assert_problem(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
+    seen.refusal(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
     assert_eq!(seen.headers[header::RETRY_AFTER], "1");
     assert_eq!(counter.runs(), 0);
 }
@@ -824,7 +652,7 @@ async fn a_store_outage_fails_closed_with_503_by_default() {
 #[tokio::test(flavor = "multi_thread")]
 async fn on_store_error_run_runs_the_handler_through_an_outage() {
     let counter = Counter::default();
-    let app = app(&Idempotency::new(Unreachable), &counter);
+    let app = app(&Idempotency::new(unreachable()), &counter);
     for run in 1..=2 {
         let seen = send(&app, post_to("/run-without-store", Some("down"), BODY)).await;
         assert_eq!(seen.status, StatusCode::CREATED);
@@ -858,7 +686,7 @@ async fn a_panic_answers_500_and_releases_the_key() {
     let app = app(&runtime(), &counter);
     send(&app, post_to("/panic", Some("boom"), "x"))
         .await
-        .assert_problem(StatusCode::INTERNAL_SERVER_ERROR, "handler-failed");
+        .refusal(StatusCode::INTERNAL_SERVER_ERROR, "handler-failed");
     let retry = send(&app, post_to("/panic", Some("boom"), "x")).await;
     assert_eq!(retry.status, StatusCode::CREATED);
     assert!(!retry.replayed());
@@ -871,7 +699,7 @@ async fn without_the_runtime_a_handler_answers_500_misconfigured() {
     let app = routes(&counter);
     send(&app, post_to("/global", Some("k"), BODY))
         .await
-        .assert_problem(StatusCode::INTERNAL_SERVER_ERROR, "misconfigured");
+        .refusal(StatusCode::INTERNAL_SERVER_ERROR, "misconfigured");
     assert_eq!(counter.runs(), 0);
 }
 

@@ -1,26 +1,27 @@
-//! What the shop's end-to-end tests share: a server on a loopback port, a real HTTP client,
-//! and the checks of what a client sees.
+//! The example shop, served for its end-to-end tests: a server on a loopback port, a real
+//! HTTP client for its API, and the bodies and keys its requests take.
 //!
 //! Every server is the shop's own router (or a small one built for a test), served by
 //! `shop::serve` (hyper's HTTP/1 server with the shop's connection limits and graceful
 //! shutdown) on `127.0.0.1:0`, and every request goes through reqwest over TCP.
 
-#![allow(dead_code, unreachable_pub)]
-
 use std::{net::SocketAddr, time::Duration};
 
-use axum::{Router, body::Bytes, http::HeaderMap};
+use axum::Router;
+use hmac::{Hmac, KeyInit, Mac};
 use idem_core::Idempotency;
-use reqwest::{RequestBuilder, StatusCode};
+use reqwest::RequestBuilder;
 use serde_json::{Value, json};
+use sha2::Sha256;
 use shop::{Backend, ConnectionLimits, Settings, Shop};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
-/// How long any one request may take before the test fails rather than hangs.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::{Answer, REQUEST_TIMEOUT};
 
 /// A server on a loopback port, stopped through its graceful shutdown.
+#[derive(Debug)]
 pub struct Server {
+    /// Where it listens.
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
@@ -79,11 +80,16 @@ pub fn settings() -> Settings {
     }
 }
 
-/// A shop on the memory store, served.
+/// A shop, served.
+#[derive(Debug)]
 pub struct TestShop {
+    /// The shop's state, for looking behind its API.
     pub shop: Shop,
+    /// Its idempotency runtime.
     pub idem: Idempotency,
+    /// Its server.
     pub server: Server,
+    /// A client of its API.
     pub api: Api,
 }
 
@@ -113,20 +119,6 @@ pub fn user() -> String {
     format!("user-{:012x}", rand::random::<u64>() >> 16)
 }
 
-/// A fresh key, as a client makes one per operation (UUID-shaped).
-pub fn key() -> String {
-    let bits: u128 = rand::random();
-    let hex = format!("{bits:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
-
 /// A payment body.
 pub fn payment(amount: i64) -> Value {
     json!({ "amount": amount, "currency": "JPY" })
@@ -138,17 +130,21 @@ pub fn transfer(amount: i64) -> Value {
 }
 
 /// A real HTTP client for one server.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Api {
+    /// The client, which gives up on a request after [`REQUEST_TIMEOUT`].
     pub http: reqwest::Client,
+    /// The server's URL, without a path.
     pub base: String,
 }
 
 impl Api {
+    /// A client of `server`.
     pub fn new(server: &Server) -> Self {
         Self::at(&server.url(""))
     }
 
+    /// A client of the server at `base`.
     pub fn at(base: &str) -> Self {
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
@@ -161,6 +157,7 @@ impl Api {
         }
     }
 
+    /// The URL of `path` on the server.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -184,12 +181,27 @@ impl Api {
 
     /// `POST /payments` as `user` with `key` and a JSON `body`.
     pub async fn pay(&self, user: &str, key: &str, body: &Value) -> Answer {
-        send(self.post("/payments", Some(user), Some(key)).json(body)).await
+        Answer::of(self.post("/payments", Some(user), Some(key)).json(body)).await
     }
 
     /// `POST /transfers` as `user` with `key` and a JSON `body`.
     pub async fn transfer(&self, user: &str, key: &str, body: &Value) -> Answer {
-        send(self.post("/transfers", Some(user), Some(key)).json(body)).await
+        Answer::of(self.post("/transfers", Some(user), Some(key)).json(body)).await
+    }
+
+    /// Delivers the bank's webhook `body` with `key`, signed with `signature` (none: no
+    /// `Bank-Signature`).
+    pub async fn deliver(&self, key: &str, body: &str, signature: Option<&str>) -> Answer {
+        let mut request = self
+            .http
+            .post(self.url("/webhooks/bank"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(body.to_owned());
+        if let Some(signature) = signature {
+            request = request.header("bank-signature", signature);
+        }
+        Answer::of(request).await
     }
 
     /// `GET /payments` as `user`: the items.
@@ -203,111 +215,21 @@ impl Api {
     }
 
     async fn items(&self, path: &str, user: &str) -> Vec<Value> {
-        let answer = send(self.get(path, user)).await;
+        let answer = Answer::of(self.get(path, user)).await;
         assert_eq!(answer.status, 200, "{answer:?}");
         assert!(!answer.replayed(), "a GET is never a replay");
         answer.json()["items"].as_array().unwrap().clone()
     }
 }
 
-/// Sends `request` and reads the whole answer.
-pub async fn send(request: RequestBuilder) -> Answer {
-    Answer::read(request.send().await.expect("the server answers")).await
-}
-
-/// A whole HTTP answer.
-#[derive(Clone)]
-pub struct Answer {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-}
-
-impl Answer {
-    pub async fn read(response: reqwest::Response) -> Self {
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response.bytes().await.expect("the body arrives");
-        Self {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(name)
-            .map(|value| value.to_str().expect("a readable header"))
-    }
-
-    /// Whether this is a stored answer sent again.
-    pub fn replayed(&self) -> bool {
-        match self.header("idempotent-replayed") {
-            None => false,
-            Some("true") => true,
-            Some(other) => panic!("Idempotent-Replayed: {other}"),
-        }
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|error| panic!("not JSON ({error}): {self:?}"))
-    }
-
-    /// Checks that this is an RFC 9457 answer with `status`, and returns its body.
-    pub fn problem(&self, status: u16) -> Value {
-        assert_eq!(self.status.as_u16(), status, "{self:?}");
-        assert_eq!(
-            self.header("content-type"),
-            Some("application/problem+json"),
-            "{self:?}"
-        );
-        let problem = self.json();
-        assert_eq!(problem["status"], status, "{problem}");
-        let kind = problem["type"].as_str().expect("a type");
-        assert!(kind.starts_with("https://"), "{problem}");
-        assert!(
-            problem["title"]
-                .as_str()
-                .is_some_and(|title| !title.is_empty())
-        );
-        assert!(
-            problem["detail"]
-                .as_str()
-                .is_some_and(|detail| !detail.is_empty())
-        );
-        problem
-    }
-
-    /// Checks that this is a Problem Details answer of the kind whose `type` ends in `#slug`.
-    pub fn problem_of(&self, status: u16, slug: &str) -> Value {
-        let problem = self.problem(status);
-        let kind = problem["type"].as_str().unwrap();
-        assert!(
-            kind.ends_with(&format!("#{slug}")),
-            "expected {slug}: {problem}"
-        );
-        problem
-    }
-
-    /// Checks that this is a `201 Created` and returns its body.
-    pub fn created(&self) -> Value {
-        assert_eq!(self.status, 201, "{self:?}");
-        self.json()
-    }
-}
-
-impl std::fmt::Debug for Answer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {:?} {}",
-            self.status,
-            self.headers,
-            String::from_utf8_lossy(&self.body)
-        )
-    }
+/// The bank's signature of `body` (`sha256=` and the hex HMAC under the shop's default
+/// webhook secret), computed here independently of the shop.
+pub fn bank_signature(body: &str) -> String {
+    let mut mac =
+        <Hmac<Sha256> as KeyInit>::new_from_slice(Settings::DEFAULT_WEBHOOK_SECRET.as_bytes())
+            .expect("an HMAC takes a key of any length");
+    mac.update(body.as_bytes());
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// Waits for the time a 409 or 503 asks for in `Retry-After` (whole seconds).

@@ -1,12 +1,10 @@
-//! What the PostgreSQL tests share: the database URL, a fresh table per test, a service
+//! The shared PostgreSQL, for the tests that use it: the database URL, a fresh table per test, a service
 //! instance on its own runtime, and a TCP proxy that can cut the database off.
 //!
 //! Tests read the URL from `IDEM_TEST_DATABASE_URL` and skip, saying so, when it is unset.
 //! Every test works in tables of its own in the schema `idem_tests`, named
 //! `t<unix seconds>_<random>`, so runs never collide; tables older than an hour (left by an
 //! interrupted run) are dropped when a test starts.
-
-#![allow(dead_code, unreachable_pub)]
 
 use std::{
     collections::VecDeque,
@@ -37,6 +35,9 @@ use tokio::{
     sync::{Notify, broadcast, oneshot},
 };
 
+use crate::Answer;
+
+/// The schema every test table is in.
 pub const SCHEMA: &str = "idem_tests";
 
 /// The test database, or `None` (with a note on stderr) when `IDEM_TEST_DATABASE_URL` is unset.
@@ -148,7 +149,9 @@ pub enum Step {
     Panic,
     /// Write the payment, signal `written`, wait for `proceed`, then answer 201.
     Wait {
+        /// Notified once the payment is written.
         written: Arc<Notify>,
+        /// Waited for before answering.
         proceed: Arc<Notify>,
     },
     /// Write the payment, hold the transaction this long, then answer 201.
@@ -164,12 +167,15 @@ pub enum Step {
 /// transaction and answers it as JSON. What each run does next is scripted.
 #[derive(Clone, Debug)]
 pub struct Shop {
+    /// The payments table.
     pub payments: Arc<str>,
+    /// How many times the handler ran.
     pub executions: Arc<AtomicUsize>,
     script: Arc<Mutex<VecDeque<Step>>>,
 }
 
 impl Shop {
+    /// The service, writing into the table `payments`.
     pub fn new(payments: &str) -> Self {
         Self {
             payments: payments.into(),
@@ -184,6 +190,7 @@ impl Shop {
         self
     }
 
+    /// How many times the handler ran.
     pub fn executions(&self) -> usize {
         self.executions.load(Ordering::SeqCst)
     }
@@ -296,6 +303,7 @@ pub async fn create_payment(
 /// the server and drops the runtime and everything on it.
 #[derive(Debug)]
 pub struct Instance {
+    /// Where it listens.
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     kill: Option<oneshot::Sender<()>>,
@@ -368,6 +376,7 @@ impl Instance {
         })
     }
 
+    /// The URL of `path` on this instance.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
@@ -436,54 +445,6 @@ pub fn spawn_pay(
     })
 }
 
-/// A response, read whole.
-#[derive(Debug, Clone)]
-pub struct Answer {
-    pub status: u16,
-    pub headers: reqwest::header::HeaderMap,
-    pub body: Vec<u8>,
-}
-
-impl Answer {
-    pub async fn read(response: reqwest::Response) -> Self {
-        Self {
-            status: response.status().as_u16(),
-            headers: response.headers().clone(),
-            body: response.bytes().await.unwrap().to_vec(),
-        }
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
-    }
-
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-
-    pub fn replayed(&self) -> bool {
-        self.header("idempotent-replayed") == Some("true")
-    }
-
-    /// Asserts a Problem Details answer of `status` and returns its JSON.
-    pub fn problem(&self, status: u16) -> Value {
-        assert_eq!(
-            self.status,
-            status,
-            "{:?}",
-            String::from_utf8_lossy(&self.body)
-        );
-        assert_eq!(
-            self.header("content-type"),
-            Some("application/problem+json")
-        );
-        let problem = self.json();
-        assert_eq!(problem["status"], status);
-        problem
-    }
-}
-
 /// Connect options for `url` that go through `proxy`.
 pub fn through(url: &str, proxy: &Proxy) -> PgConnectOptions {
     let options: PgConnectOptions = url.parse().unwrap();
@@ -494,6 +455,7 @@ pub fn through(url: &str, proxy: &Proxy) -> PgConnectOptions {
 /// new ones are closed at once) and restore.
 #[derive(Debug)]
 pub struct Proxy {
+    /// Where it listens.
     pub addr: SocketAddr,
     up: Arc<AtomicBool>,
     cut: broadcast::Sender<()>,
@@ -501,6 +463,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// A proxy to the database at `url`, passing traffic through.
     pub async fn start(url: &str) -> Self {
         let options: PgConnectOptions = url.parse().unwrap();
         let upstream = format!("{}:{}", options.get_host(), options.get_port());

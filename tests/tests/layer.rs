@@ -12,50 +12,26 @@ use std::{
     time::Duration,
 };
 
-use async_trait::async_trait;
 use axum::{
     Json, Router,
-    body::{Body, Bytes},
+    body::Body,
     extract::{DefaultBodyLimit, Request, State},
-    http::{HeaderMap, HeaderValue, Method, StatusCode, header},
-    middleware::{self, Next},
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware,
     response::{IntoResponse, Response},
     routing::post,
 };
 use idem_core::{
-    Idempotency, IdempotencyLayer, MemoryStore, NoStore, OnConflict, OnStoreError, Policy,
-    Principal, Scope, StoreKey,
+    Idempotency, IdempotencyLayer, MemoryStore, NoStore, OnConflict, OnStoreError, Policy, Scope,
     fingerprint::FingerprintMode,
-    replay::StoredResponse,
-    store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
+    store::conformance::{Call, Fault, FaultyStore},
 };
+use idem_tests::inprocess::{Counter, authenticate, hanging, post_to, send, unreachable};
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-/// What the handlers share: how often they ran, and how long each run takes.
-#[derive(Clone, Default)]
-struct Counter {
-    runs: Arc<AtomicUsize>,
-    delay: Duration,
-}
-
-impl Counter {
-    fn slow(delay: Duration) -> Self {
-        Self {
-            delay,
-            ..Self::default()
-        }
-    }
-
-    fn runs(&self) -> usize {
-        self.runs.load(Ordering::SeqCst)
-    }
-}
 
 /// A payments-like handler: counts, waits, answers 201 with the run number and a cookie.
 async fn create_payment(State(counter): State<Counter>, Json(body): Json<Value>) -> Response {
-    let run = counter.runs.fetch_add(1, Ordering::SeqCst) + 1;
-    tokio::time::sleep(counter.delay).await;
+    let run = counter.start_run().await;
     let mut response = (
         StatusCode::CREATED,
         Json(json!({ "run": run, "request": body })),
@@ -85,57 +61,9 @@ fn global() -> Policy {
     Policy::new().scope(Scope::Global)
 }
 
+/// A POST to `/payments`.
 fn request(key: Option<&str>, body: &str) -> Request {
-    request_to("/payments", key, body)
-}
-
-fn request_to(uri: &str, key: Option<&str>, body: &str) -> Request {
-    let mut builder = Request::builder()
-        .method(Method::POST)
-        .uri(uri)
-        .header(header::CONTENT_TYPE, "application/json");
-    if let Some(key) = key {
-        builder = builder.header("idempotency-key", key);
-    }
-    builder.body(Body::from(body.to_owned())).unwrap()
-}
-
-async fn send(app: &Router, request: Request) -> (StatusCode, HeaderMap, Bytes) {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let (parts, body) = response.into_parts();
-    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-    (parts.status, parts.headers, body)
-}
-
-fn replayed(headers: &HeaderMap) -> bool {
-    headers
-        .get("idempotent-replayed")
-        .is_some_and(|value| value == "true")
-}
-
-/// Asserts a Problem Details answer and returns its JSON.
-fn problem(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &Bytes,
-    expected: StatusCode,
-    slug: &str,
-) -> Value {
-    assert_eq!(status, expected, "body: {}", String::from_utf8_lossy(body));
-    assert_eq!(headers[header::CONTENT_TYPE], "application/problem+json");
-    let json: Value = serde_json::from_slice(body).expect("a problem body is JSON");
-    assert_eq!(json["status"], expected.as_u16());
-    assert!(
-        json["type"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("#{slug}")),
-        "type {}",
-        json["type"]
-    );
-    assert!(json["title"].is_string());
-    assert!(json["detail"].is_string());
-    json
+    post_to("/payments", key, body)
 }
 
 const BODY: &str = r#"{"amount":9800,"currency":"JPY"}"#;
@@ -145,19 +73,19 @@ async fn a_retry_replays_the_first_response_and_runs_nothing() {
     let (idem, counter) = (Idempotency::default(), Counter::default());
     let app = app(&idem, global(), &counter);
 
-    let (status, headers, body) = send(&app, request(Some("k1"), BODY)).await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(!replayed(&headers));
-    assert_eq!(headers[header::SET_COOKIE], "session=first-caller");
+    let first = send(&app, request(Some("k1"), BODY)).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert!(!first.replayed());
+    assert_eq!(first.headers[header::SET_COOKIE], "session=first-caller");
 
-    let (again, replay_headers, replay_body) = send(&app, request(Some("k1"), BODY)).await;
-    assert_eq!(again, StatusCode::CREATED);
-    assert!(replayed(&replay_headers));
-    assert_eq!(replay_body, body, "a replay sends the same bytes");
-    assert_eq!(replay_headers[header::LOCATION], "/payments/1");
-    assert_eq!(replay_headers[header::CONTENT_TYPE], "application/json");
+    let replay = send(&app, request(Some("k1"), BODY)).await;
+    assert_eq!(replay.status, StatusCode::CREATED);
+    assert!(replay.replayed());
+    assert_eq!(replay.body, first.body, "a replay sends the same bytes");
+    assert_eq!(replay.headers[header::LOCATION], "/payments/1");
+    assert_eq!(replay.headers[header::CONTENT_TYPE], "application/json");
     assert!(
-        !replay_headers.contains_key(header::SET_COOKIE),
+        !replay.headers.contains_key(header::SET_COOKIE),
         "cookies are not replayed"
     );
     assert_eq!(counter.runs(), 1);
@@ -167,19 +95,19 @@ async fn a_retry_replays_the_first_response_and_runs_nothing() {
 async fn quoted_and_bare_keys_and_reordered_json_are_one_request() {
     let (idem, counter) = (Idempotency::default(), Counter::default());
     let app = app(&idem, global(), &counter);
-    let (_, _, first) = send(
+    let first = send(
         &app,
         request(Some("\"k2\""), r#"{"amount":1,"currency":"EUR"}"#),
     )
     .await;
-    let (status, headers, body) = send(
+    let answer = send(
         &app,
         request(Some("k2"), "{ \"currency\": \"EUR\",\n \"amount\": 1 }"),
     )
     .await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(replayed(&headers));
-    assert_eq!(body, first);
+    assert_eq!(answer.status, StatusCode::CREATED);
+    assert!(answer.replayed());
+    assert_eq!(answer.body, first.body);
     assert_eq!(counter.runs(), 1);
 }
 
@@ -200,22 +128,16 @@ async fn a_thousand_concurrent_requests_with_one_key_run_the_handler_once() {
         .collect();
     let (mut originals, mut replays, mut conflicts) = (Vec::new(), Vec::new(), 0);
     for request in requests {
-        let (status, headers, body) = request.await.unwrap();
-        match status {
-            StatusCode::CREATED if replayed(&headers) => replays.push(body),
-            StatusCode::CREATED => originals.push(body),
+        let answer = request.await.unwrap();
+        match answer.status {
+            StatusCode::CREATED if answer.replayed() => replays.push(answer.body),
+            StatusCode::CREATED => originals.push(answer.body),
             StatusCode::CONFLICT => {
-                problem(
-                    status,
-                    &headers,
-                    &body,
-                    StatusCode::CONFLICT,
-                    "request-in-flight",
-                );
-                assert_eq!(headers[header::RETRY_AFTER], "1");
+                answer.refusal(StatusCode::CONFLICT, "request-in-flight");
+                assert_eq!(answer.headers[header::RETRY_AFTER], "1");
                 conflicts += 1;
             }
-            other => panic!("unexpected {other}: {}", String::from_utf8_lossy(&body)),
+            other => panic!("unexpected {other}: {:?}", answer.body),
         }
     }
     assert_eq!(counter.runs(), 1);
@@ -241,9 +163,9 @@ async fn waiting_duplicates_all_get_the_first_result() {
         .collect();
     let mut bodies = Vec::new();
     for request in requests {
-        let (status, _, body) = request.await.unwrap();
-        assert_eq!(status, StatusCode::CREATED);
-        bodies.push(body);
+        let answer = request.await.unwrap();
+        assert_eq!(answer.status, StatusCode::CREATED);
+        bodies.push(answer.body);
     }
     assert_eq!(counter.runs(), 1);
     assert!(bodies.iter().all(|body| *body == bodies[0]));
@@ -259,15 +181,9 @@ async fn a_wait_that_runs_out_answers_409() {
         async move { send(&app, request(Some("slow"), BODY)).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let (status, headers, body) = send(&app, request(Some("slow"), BODY)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::CONFLICT,
-        "request-in-flight",
-    );
-    assert_eq!(first.await.unwrap().0, StatusCode::CREATED);
+    let answer = send(&app, request(Some("slow"), BODY)).await;
+    answer.refusal(StatusCode::CONFLICT, "request-in-flight");
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
     assert_eq!(counter.runs(), 1);
 }
 
@@ -292,19 +208,13 @@ async fn a_client_that_disconnects_still_gets_its_result_on_retry() {
     );
 
     // A retry while it runs learns that; a retry after it finished gets its result.
-    let (status, headers, body) = send(&app, request(Some("gone"), BODY)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::CONFLICT,
-        "request-in-flight",
-    );
+    let answer = send(&app, request(Some("gone"), BODY)).await;
+    answer.refusal(StatusCode::CONFLICT, "request-in-flight");
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let (status, headers, body) = send(&app, request(Some("gone"), BODY)).await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(replayed(&headers));
-    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["run"], 1);
+    let answer = send(&app, request(Some("gone"), BODY)).await;
+    assert_eq!(answer.status, StatusCode::CREATED);
+    assert!(answer.replayed());
+    assert_eq!(answer.run(), 1);
     assert_eq!(counter.runs(), 1);
 }
 
@@ -322,9 +232,9 @@ async fn shutdown_waits_for_handlers_whose_clients_left() {
     idem.shutdown().await;
     assert_eq!(idem.running(), 0);
     // The result was stored before shutdown returned.
-    let (status, headers, _) = send(&app, request(Some("drain"), BODY)).await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(replayed(&headers));
+    let answer = send(&app, request(Some("drain"), BODY)).await;
+    assert_eq!(answer.status, StatusCode::CREATED);
+    assert!(answer.replayed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -342,18 +252,15 @@ async fn a_panic_answers_500_and_frees_the_key() {
     let app = Router::new()
         .route("/payments", post(handler))
         .layer(IdempotencyLayer::new(Idempotency::default(), global()));
-    let (status, headers, body) = send(&app, request(Some("boom"), BODY)).await;
-    let json = problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "handler-failed",
-    );
+    let answer = send(&app, request(Some("boom"), BODY)).await;
+    let json = answer.refusal(StatusCode::INTERNAL_SERVER_ERROR, "handler-failed");
     assert!(json["detail"].as_str().unwrap().contains("released"));
-    let (status, headers, body) = send(&app, request(Some("boom"), BODY)).await;
-    assert_eq!((status, &body[..]), (StatusCode::CREATED, &b"charged"[..]));
-    assert!(!replayed(&headers));
+    let answer = send(&app, request(Some("boom"), BODY)).await;
+    assert_eq!(
+        (answer.status, &answer.body[..]),
+        (StatusCode::CREATED, &b"charged"[..])
+    );
+    assert!(!answer.replayed());
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
@@ -376,12 +283,15 @@ async fn server_errors_release_the_key_by_default() {
     let runs = Arc::new(AtomicUsize::new(0));
     let app = flaky_router(global(), &runs);
     assert_eq!(
-        send(&app, request(Some("5xx"), BODY)).await.0,
+        send(&app, request(Some("5xx"), BODY)).await.status,
         StatusCode::SERVICE_UNAVAILABLE
     );
-    let (status, headers, body) = send(&app, request(Some("5xx"), BODY)).await;
-    assert_eq!((status, &body[..]), (StatusCode::CREATED, &b"charged"[..]));
-    assert!(!replayed(&headers));
+    let answer = send(&app, request(Some("5xx"), BODY)).await;
+    assert_eq!(
+        (answer.status, &answer.body[..]),
+        (StatusCode::CREATED, &b"charged"[..])
+    );
+    assert!(!answer.replayed());
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
@@ -390,15 +300,15 @@ async fn server_errors_are_replayed_when_the_policy_stores_them() {
     let runs = Arc::new(AtomicUsize::new(0));
     let app = flaky_router(global().store_server_errors(true), &runs);
     assert_eq!(
-        send(&app, request(Some("5xx"), BODY)).await.0,
+        send(&app, request(Some("5xx"), BODY)).await.status,
         StatusCode::SERVICE_UNAVAILABLE
     );
-    let (status, headers, body) = send(&app, request(Some("5xx"), BODY)).await;
+    let answer = send(&app, request(Some("5xx"), BODY)).await;
     assert_eq!(
-        (status, &body[..]),
+        (answer.status, &answer.body[..]),
         (StatusCode::SERVICE_UNAVAILABLE, &b"provider down"[..])
     );
-    assert!(replayed(&headers));
+    assert!(answer.replayed());
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
@@ -418,11 +328,11 @@ async fn a_handler_can_opt_a_response_out_of_storage() {
         .route("/payments", post(handler))
         .layer(IdempotencyLayer::new(Idempotency::default(), global()));
     assert_eq!(
-        send(&app, request(Some("opt"), BODY)).await.0,
+        send(&app, request(Some("opt"), BODY)).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        send(&app, request(Some("opt"), BODY)).await.0,
+        send(&app, request(Some("opt"), BODY)).await.status,
         StatusCode::CREATED
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
@@ -442,12 +352,12 @@ async fn client_errors_are_stored_like_any_result() {
         .route("/payments", post(handler))
         .layer(IdempotencyLayer::new(Idempotency::default(), global()));
     send(&app, request(Some("402"), BODY)).await;
-    let (status, headers, body) = send(&app, request(Some("402"), BODY)).await;
+    let answer = send(&app, request(Some("402"), BODY)).await;
     assert_eq!(
-        (status, &body[..]),
+        (answer.status, &answer.body[..]),
         (StatusCode::PAYMENT_REQUIRED, &b"card declined"[..])
     );
-    assert!(replayed(&headers));
+    assert!(answer.replayed());
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
@@ -456,30 +366,17 @@ async fn the_same_key_with_another_body_or_target_is_422() {
     let counter = Counter::default();
     let app = app(&Idempotency::default(), global(), &counter);
     send(&app, request(Some("reuse"), BODY)).await;
-    let (status, headers, body) = send(
+    let answer = send(
         &app,
         request(Some("reuse"), r#"{"amount":1,"currency":"JPY"}"#),
     )
     .await;
-    let json = problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "key-reused",
-    );
+    let json = answer.refusal(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(json["title"], "Idempotency-Key is already used");
 
-    send(&app, request_to("/orders/1/pay", Some("order-key"), BODY)).await;
-    let (status, headers, body) =
-        send(&app, request_to("/orders/2/pay", Some("order-key"), BODY)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "key-reused",
-    );
+    send(&app, post_to("/orders/1/pay", Some("order-key"), BODY)).await;
+    let answer = send(&app, post_to("/orders/2/pay", Some("order-key"), BODY)).await;
+    answer.refusal(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(counter.runs(), 2);
 }
 
@@ -496,18 +393,12 @@ async fn raw_fingerprints_tell_reordered_json_apart() {
         request(Some("raw"), r#"{"amount":1,"currency":"EUR"}"#),
     )
     .await;
-    let (status, headers, body) = send(
+    let answer = send(
         &app,
         request(Some("raw"), r#"{"currency":"EUR","amount":1}"#),
     )
     .await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "key-reused",
-    );
+    answer.refusal(StatusCode::UNPROCESSABLE_ENTITY, "key-reused");
     assert_eq!(counter.runs(), 1);
 }
 
@@ -516,49 +407,25 @@ async fn keys_are_checked_before_anything_runs() {
     let counter = Counter::default();
     let app = app(&Idempotency::default(), global(), &counter);
 
-    let (status, headers, body) = send(&app, request(None, BODY)).await;
-    let json = problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::BAD_REQUEST,
-        "key-missing",
-    );
+    let answer = send(&app, request(None, BODY)).await;
+    let json = answer.refusal(StatusCode::BAD_REQUEST, "key-missing");
     assert_eq!(json["title"], "Idempotency-Key is missing");
 
     for bad in ["\"unterminated", "a b", "a,b", "\"\""] {
-        let (status, headers, body) = send(&app, request(Some(bad), BODY)).await;
-        problem(
-            status,
-            &headers,
-            &body,
-            StatusCode::BAD_REQUEST,
-            "key-malformed",
-        );
+        let answer = send(&app, request(Some(bad), BODY)).await;
+        answer.refusal(StatusCode::BAD_REQUEST, "key-malformed");
     }
     let too_long = "k".repeat(256);
-    let (status, headers, body) = send(&app, request(Some(&too_long), BODY)).await;
-    let json = problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::BAD_REQUEST,
-        "key-malformed",
-    );
+    let answer = send(&app, request(Some(&too_long), BODY)).await;
+    let json = answer.refusal(StatusCode::BAD_REQUEST, "key-malformed");
     assert!(json["detail"].as_str().unwrap().contains("256"));
 
     let mut twice = request(Some("one"), BODY);
     twice
         .headers_mut()
         .append("idempotency-key", HeaderValue::from_static("two"));
-    let (status, headers, body) = send(&app, twice).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::BAD_REQUEST,
-        "key-malformed",
-    );
+    let answer = send(&app, twice).await;
+    answer.refusal(StatusCode::BAD_REQUEST, "key-malformed");
     assert_eq!(counter.runs(), 0);
 }
 
@@ -567,16 +434,10 @@ async fn strict_syntax_refuses_bare_keys() {
     let counter = Counter::default();
     let policy = global().key_syntax(idem_core::KeySyntax::Strict);
     let app = app(&Idempotency::default(), policy, &counter);
-    let (status, headers, body) = send(&app, request(Some("bare"), BODY)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::BAD_REQUEST,
-        "key-malformed",
-    );
+    let answer = send(&app, request(Some("bare"), BODY)).await;
+    answer.refusal(StatusCode::BAD_REQUEST, "key-malformed");
     assert_eq!(
-        send(&app, request(Some("\"quoted\""), BODY)).await.0,
+        send(&app, request(Some("\"quoted\""), BODY)).await.status,
         StatusCode::CREATED
     );
 }
@@ -586,12 +447,12 @@ async fn an_optional_key_lets_unkeyed_requests_run_every_time() {
     let counter = Counter::default();
     let app = app(&Idempotency::default(), global().required(false), &counter);
     for _ in 0..3 {
-        let (status, headers, _) = send(&app, request(None, BODY)).await;
-        assert_eq!(status, StatusCode::CREATED);
-        assert!(!replayed(&headers));
+        let answer = send(&app, request(None, BODY)).await;
+        assert_eq!(answer.status, StatusCode::CREATED);
+        assert!(!answer.replayed());
     }
     send(&app, request(Some("k"), BODY)).await;
-    assert!(replayed(&send(&app, request(Some("k"), BODY)).await.1));
+    assert!(send(&app, request(Some("k"), BODY)).await.replayed());
     assert_eq!(counter.runs(), 4);
 }
 
@@ -613,22 +474,13 @@ async fn safe_methods_pass_through_untouched() {
             .header("idempotency-key", "k")
             .body(Body::empty())
             .unwrap();
-        let (status, headers, body) = send(&app, get).await;
-        assert_eq!((status, &body[..]), (StatusCode::OK, expected.as_bytes()));
-        assert!(!replayed(&headers));
+        let answer = send(&app, get).await;
+        assert_eq!(
+            (answer.status, &answer.body[..]),
+            (StatusCode::OK, expected.as_bytes())
+        );
+        assert!(!answer.replayed());
     }
-}
-
-async fn authenticate(mut request: Request, next: Next) -> Response {
-    if let Some(user) = request
-        .headers()
-        .get("x-user")
-        .and_then(|v| v.to_str().ok())
-    {
-        let principal = Principal::new(user);
-        request.extensions_mut().insert(principal);
-    }
-    next.run(request).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -645,21 +497,15 @@ async fn user_scoped_keys_are_per_user_and_need_a_user() {
         }
         request
     };
-    let (_, _, alice) = send(&app, as_user(Some("alice"))).await;
-    let (status, headers, bob) = send(&app, as_user(Some("bob"))).await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(!replayed(&headers), "bob never sees alice's result");
-    assert_ne!(alice, bob);
-    assert!(replayed(&send(&app, as_user(Some("alice"))).await.1));
+    let alice = send(&app, as_user(Some("alice"))).await;
+    let bob = send(&app, as_user(Some("bob"))).await;
+    assert_eq!(bob.status, StatusCode::CREATED);
+    assert!(!bob.replayed(), "bob never sees alice's result");
+    assert_ne!(alice.body, bob.body);
+    assert!(send(&app, as_user(Some("alice"))).await.replayed());
 
-    let (status, headers, body) = send(&app, as_user(None)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::UNAUTHORIZED,
-        "principal-missing",
-    );
+    let answer = send(&app, as_user(None)).await;
+    answer.refusal(StatusCode::UNAUTHORIZED, "principal-missing");
     assert_eq!(counter.runs(), 2);
 }
 
@@ -668,14 +514,8 @@ async fn request_bodies_over_the_limit_are_413() {
     let counter = Counter::default();
     let app = app(&Idempotency::default(), global(), &counter).layer(DefaultBodyLimit::max(64));
     let big = format!(r#"{{"amount":1,"note":"{}"}}"#, "x".repeat(100));
-    let (status, headers, body) = send(&app, request(Some("big"), &big)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "body-too-large",
-    );
+    let answer = send(&app, request(Some("big"), &big)).await;
+    answer.refusal(StatusCode::PAYLOAD_TOO_LARGE, "body-too-large");
     assert_eq!(counter.runs(), 0);
 }
 
@@ -687,24 +527,15 @@ async fn responses_over_the_stored_cap_reach_the_first_caller_and_are_not_rerun(
         global().max_stored_body(16),
         &counter,
     );
-    let (status, _, body) = send(&app, request(Some("huge"), BODY)).await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(body.len() > 16);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&body).unwrap()["run"],
-        1,
-        "the first caller gets it whole"
-    );
-    let (status, headers, body) = send(&app, request(Some("huge"), BODY)).await;
-    let json = problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::GONE,
-        "response-not-replayable",
-    );
+    let answer = send(&app, request(Some("huge"), BODY)).await;
+    assert_eq!(answer.status, StatusCode::CREATED);
+    assert!(answer.body.len() > 16);
+    assert_eq!(answer.run(), 1, "the first caller gets it whole");
+    let answer = send(&app, request(Some("huge"), BODY)).await;
+    // Not a refusal: the stored outcome, which is that the response was not kept.
+    let json = answer.problem(StatusCode::GONE, "response-not-replayable");
     assert_eq!(json["originalStatus"], 201);
-    assert!(replayed(&headers));
+    assert!(answer.replayed());
     assert_eq!(counter.runs(), 1);
 }
 
@@ -715,68 +546,20 @@ async fn records_expire_after_their_ttl() {
     let app = app(&Idempotency::default(), policy, &counter);
     send(&app, request(Some("ttl"), BODY)).await;
     tokio::time::advance(Duration::from_secs(3599)).await;
-    assert!(replayed(&send(&app, request(Some("ttl"), BODY)).await.1));
+    assert!(send(&app, request(Some("ttl"), BODY)).await.replayed());
     tokio::time::advance(Duration::from_secs(2)).await;
-    let (status, headers, body) = send(&app, request(Some("ttl"), BODY)).await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(
-        !replayed(&headers),
-        "after the TTL the key is a new request"
-    );
-    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap()["run"], 2);
-}
-
-/// A memory store with the faults a test switches on: renewals that never reach it (a stalled
-/// process), and claims applied whose answer is lost (a reply that timed out).
-#[derive(Debug, Clone, Default)]
-struct Faulty {
-    store: MemoryStore,
-    stall_renewals: Arc<std::sync::atomic::AtomicBool>,
-    lose_claim_answers: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl Store for Faulty {
-    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        let outcome = self.store.claim(claim).await;
-        let lost = self
-            .lose_claim_answers
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if lost.is_ok() {
-            return Err(StoreError::Timeout(Duration::from_millis(1)));
-        }
-        outcome
-    }
-    async fn complete(
-        &self,
-        key: &StoreKey,
-        token: LeaseToken,
-        response: &StoredResponse,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        self.store.complete(key, token, response, ttl).await
-    }
-    async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
-        self.store.release(key, token).await
-    }
-    async fn renew(
-        &self,
-        key: &StoreKey,
-        token: LeaseToken,
-        lease: Duration,
-    ) -> Result<(), StoreError> {
-        if self.stall_renewals.load(Ordering::SeqCst) {
-            return Ok(()); // the renewal never reaches the store
-        }
-        self.store.renew(key, token, lease).await
-    }
+    let answer = send(&app, request(Some("ttl"), BODY)).await;
+    assert_eq!(answer.status, StatusCode::CREATED);
+    assert!(!answer.replayed(), "after the TTL the key is a new request");
+    assert_eq!(answer.run(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lapsed_lease_lets_a_retry_in_and_fences_the_old_holder() {
-    let store = Faulty::default();
-    store.stall_renewals.store(true, Ordering::SeqCst);
-    let idem = Idempotency::new(store.clone());
+    // Renewals never reach the store, as from a process that stalled.
+    let store = FaultyStore::new(MemoryStore::default());
+    store.inject(Call::Renew, Fault::Skip, None);
+    let idem = Idempotency::new(store);
     let counter = Counter::slow(Duration::from_millis(400));
     let policy = global().lease(Duration::from_millis(100));
     let app = app(&idem, policy, &counter);
@@ -792,15 +575,15 @@ async fn a_lapsed_lease_lets_a_retry_in_and_fences_the_old_holder() {
     let second = send(&app, request(Some("lapse"), BODY)).await;
     let first = first.await.unwrap();
     assert_eq!(counter_fast.runs(), 2, "the lapsed lease let the retry run");
-    assert_eq!(first.0, StatusCode::CREATED);
-    assert_eq!(second.0, StatusCode::CREATED);
-    let (_, headers, body) = send(&app, request(Some("lapse"), BODY)).await;
-    assert!(replayed(&headers));
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(second.status, StatusCode::CREATED);
+    let answer = send(&app, request(Some("lapse"), BODY)).await;
+    assert!(answer.replayed());
     assert_eq!(
-        body, second.2,
+        answer.body, second.body,
         "the record is the retry's, not the fenced holder's"
     );
-    assert_ne!(body, first.2);
+    assert_ne!(answer.body, first.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -813,98 +596,26 @@ async fn a_live_lease_is_renewed_while_the_handler_runs() {
         async move { send(&app, request(Some("renew"), BODY)).await }
     });
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let (status, headers, body) = send(&app, request(Some("renew"), BODY)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::CONFLICT,
-        "request-in-flight",
-    );
+    let answer = send(&app, request(Some("renew"), BODY)).await;
+    answer.refusal(StatusCode::CONFLICT, "request-in-flight");
     first.await.unwrap();
     assert_eq!(counter.runs(), 1);
-}
-
-/// A store that is down: every call fails the way a refused connection does.
-#[derive(Debug)]
-struct Unreachable;
-
-#[async_trait]
-impl Store for Unreachable {
-    async fn claim(&self, _: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        Err(StoreError::backend(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused,
-        )))
-    }
-    async fn complete(
-        &self,
-        _: &StoreKey,
-        _: LeaseToken,
-        _: &StoredResponse,
-        _: Duration,
-    ) -> Result<(), StoreError> {
-        Err(StoreError::backend(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused,
-        )))
-    }
-    async fn release(&self, _: &StoreKey, _: LeaseToken) -> Result<(), StoreError> {
-        Err(StoreError::backend(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused,
-        )))
-    }
-    async fn renew(&self, _: &StoreKey, _: LeaseToken, _: Duration) -> Result<(), StoreError> {
-        Err(StoreError::backend(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused,
-        )))
-    }
-}
-
-/// A store that never answers.
-#[derive(Debug)]
-struct Hanging;
-
-#[async_trait]
-impl Store for Hanging {
-    async fn claim(&self, _: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        std::future::pending().await
-    }
-    async fn complete(
-        &self,
-        _: &StoreKey,
-        _: LeaseToken,
-        _: &StoredResponse,
-        _: Duration,
-    ) -> Result<(), StoreError> {
-        std::future::pending().await
-    }
-    async fn release(&self, _: &StoreKey, _: LeaseToken) -> Result<(), StoreError> {
-        std::future::pending().await
-    }
-    async fn renew(&self, _: &StoreKey, _: LeaseToken, _: Duration) -> Result<(), StoreError> {
-        std::future::pending().await
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_store_that_is_down_fails_closed_with_503() {
     let counter = Counter::default();
-    let app = app(&Idempotency::new(Unreachable), global(), &counter);
-    let (status, headers, body) = send(&app, request(Some("down"), BODY)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "store-unavailable",
-    );
-    assert_eq!(headers[header::RETRY_AFTER], "1");
+    let app = app(&Idempotency::new(unreachable()), global(), &counter);
+    let answer = send(&app, request(Some("down"), BODY)).await;
+    answer.refusal(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
+    assert_eq!(answer.headers[header::RETRY_AFTER], "1");
     assert_eq!(counter.runs(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_store_that_hangs_times_out_into_503() {
     let counter = Counter::default();
-    let idem = Idempotency::builder(Hanging)
+    let idem = Idempotency::builder(hanging())
         .store_timeout(Duration::from_millis(100))
         .build();
     let app = app(&idem, global(), &counter);
@@ -913,14 +624,8 @@ async fn a_store_that_hangs_times_out_into_503() {
         send(&app, request(Some("hang"), BODY)),
     )
     .await;
-    let (status, headers, body) = answered.expect("a hanging store must not hang the request");
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "store-unavailable",
-    );
+    let answer = answered.expect("a hanging store must not hang the request");
+    answer.refusal(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
     assert_eq!(counter.runs(), 0);
 }
 
@@ -928,39 +633,34 @@ async fn a_store_that_hangs_times_out_into_503() {
 async fn a_store_that_is_down_runs_the_handler_when_the_policy_says_so() {
     let counter = Counter::default();
     let app = app(
-        &Idempotency::new(Unreachable),
+        &Idempotency::new(unreachable()),
         global().on_store_error(OnStoreError::RunWithoutRecord),
         &counter,
     );
     for _ in 0..2 {
-        let (status, headers, _) = send(&app, request(Some("run-anyway"), BODY)).await;
-        assert_eq!(status, StatusCode::CREATED);
-        assert!(!replayed(&headers));
+        let answer = send(&app, request(Some("run-anyway"), BODY)).await;
+        assert_eq!(answer.status, StatusCode::CREATED);
+        assert!(!answer.replayed());
     }
     assert_eq!(counter.runs(), 2, "without a store nothing can be replayed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_whose_answer_was_lost_does_not_block_its_key() {
-    let store = Faulty::default();
-    store.lose_claim_answers.store(1, Ordering::SeqCst);
+    // The first claim is applied, and its answer lost: the runtime sees a timeout.
+    let store = FaultyStore::new(MemoryStore::default());
+    store.inject(Call::Claim, Fault::LoseAnswer, Some(1));
     let idem = Idempotency::new(store);
     let counter = Counter::default();
     let app = app(&idem, global(), &counter);
-    let (status, headers, body) = send(&app, request(Some("lost"), BODY)).await;
-    problem(
-        status,
-        &headers,
-        &body,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "store-unavailable",
-    );
+    let answer = send(&app, request(Some("lost"), BODY)).await;
+    answer.refusal(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
     // The claim landed although its answer did not; without its release the retry would get
     // 409 for a whole lease (60 s), with no request running.
     idem.shutdown().await;
-    let (status, headers, _) = send(&app, request(Some("lost"), BODY)).await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert!(!replayed(&headers));
+    let answer = send(&app, request(Some("lost"), BODY)).await;
+    assert_eq!(answer.status, StatusCode::CREATED);
+    assert!(!answer.replayed());
     assert_eq!(counter.runs(), 1);
 }
 
@@ -978,26 +678,27 @@ async fn problem_type_uris_follow_the_runtime_s_base() {
         .problem_type_base("https://api.example.com/problems#")
         .build();
     let app = app(&idem, global(), &counter);
-    let (status, _, body) = send(&app, request(None, BODY)).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    let body: Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(body["type"], "https://api.example.com/problems#key-missing");
+    let answer = send(&app, request(None, BODY)).await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        answer.json()["type"],
+        "https://api.example.com/problems#key-missing"
+    );
 
-    let (_, _, default) = send(
+    let default = send(
         &self::app(&Idempotency::default(), global(), &counter),
         request(None, BODY),
     )
     .await;
-    let default: Value = serde_json::from_slice(&default).unwrap();
     assert_eq!(
-        default["type"],
+        default.json()["type"],
         "https://github.com/idem-rs/idem/blob/main/docs/problems.md#key-missing"
     );
 }
 
 /// A response with more header values than a record can hold.
 async fn crowded(State(counter): State<Counter>) -> Response {
-    counter.runs.fetch_add(1, Ordering::SeqCst);
+    counter.count_run();
     let mut response = StatusCode::CREATED.into_response();
     for n in 0..70_000 {
         response
@@ -1015,10 +716,14 @@ async fn a_response_no_store_can_keep_is_answered_and_its_key_released() {
         .layer(IdempotencyLayer::new(Idempotency::default(), global()))
         .with_state(counter.clone());
     for run in 1..=2 {
-        let (status, headers, _) = send(&app, request_to("/crowded", Some("crowd"), BODY)).await;
-        assert_eq!(status, StatusCode::CREATED, "its caller gets the response");
-        assert_eq!(headers.get_all("x-item").iter().count(), 70_000);
-        assert!(!replayed(&headers), "nothing was stored to replay");
+        let answer = send(&app, post_to("/crowded", Some("crowd"), BODY)).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "its caller gets the response"
+        );
+        assert_eq!(answer.headers.get_all("x-item").iter().count(), 70_000);
+        assert!(!answer.replayed(), "nothing was stored to replay");
         assert_eq!(
             counter.runs(),
             run,
