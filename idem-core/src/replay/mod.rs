@@ -139,7 +139,7 @@ impl StoredResponse {
     /// ```
     /// use bytes::Bytes;
     /// use http::{HeaderMap, StatusCode};
-    /// use idem_core::StoredResponse;
+    /// use idem_core::replay::StoredResponse;
     ///
     /// let small = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from_static(b"{}"));
     /// let large = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from(vec![b' '; 4096]));
