@@ -99,8 +99,9 @@
 //!
 //! Besides these: a WARN, once per runtime, the first time a request has no principal for its
 //! key's scope (with `route` and `scope`, and how to give requests one); an ERROR from an
-//! `#[idempotent]` handler called without the runtime installed (`route`), and from a request
-//! dropped outside a tokio runtime; with `postgres`, an ERROR or a WARN when the `Tx`
+//! `#[idempotent]` handler called without the runtime installed (`route`), from a request
+//! dropped outside a tokio runtime, and from a background store write (a completion or a
+//! release being retried) that has no tokio runtime left to run on (`route`); with `postgres`, an ERROR or a WARN when the `Tx`
 //! extractor is misconfigured or cannot begin its transaction, a WARN when a sweep of expired
 //! records fails, and a DEBUG with the number a sweep deleted (`deleted`); with `client`, an
 //! INFO for each retry (`method`, `path`, `attempts`, `met`, `wait`), a WARN when it gives up,
