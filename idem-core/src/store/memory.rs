@@ -154,7 +154,7 @@ impl MemoryStoreBuilder {
     /// [`StoredResponse::weight`] plus what its cache entry costs, both fitted to measured
     /// memory, so this is the real bound on what the records hold, not a nominal one. A small
     /// JSON answer (one header, 100 bytes of body) weighs about 1 KiB: 64 MiB keeps about
-    /// 65,000 of them; the entry bound keeps the count under `max_entries` whatever their size.
+    /// 64,000 of them; the entry bound keeps the count under `max_entries` whatever their size.
     ///
     /// The process's resident set grows by a little more than the records' heap (the
     /// allocator's own bookkeeping, about 5% to 20% by record size on glibc); docs/benchmarks.md,
