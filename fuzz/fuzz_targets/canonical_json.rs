@@ -5,12 +5,14 @@
 
 #![no_main]
 
-use std::collections::HashSet;
-
 use idem_core::fingerprint::canonicalize_json_bytes;
 use libfuzzer_sys::fuzz_target;
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+
+// The duplicate-name oracle that idem-core's property tests use.
+#[path = "../../idem-core/tests/common/repeats.rs"]
+mod repeats;
+use repeats::repeats_a_name;
 
 /// 2^53: within it, an integer is exactly a double, and the two canonical forms agree.
 const EXACT_INTEGER: u64 = 1 << 53;
@@ -60,74 +62,5 @@ fn has_large_integer(value: &Value) -> bool {
         Value::Array(items) => items.iter().any(has_large_integer),
         Value::Object(members) => members.values().any(has_large_integer),
         _ => false,
-    }
-}
-
-/// Whether a JSON text names a member twice in one of its objects, read apart from the
-/// canonicalizer into nothing but a set of names per object; `None` when it is not JSON.
-fn repeats_a_name(json: &[u8]) -> Option<bool> {
-    serde_json::from_slice::<Repeats>(json)
-        .ok()
-        .map(|Repeats(repeats)| repeats)
-}
-
-struct Repeats(bool);
-
-impl<'de> Deserialize<'de> for Repeats {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(RepeatsVisitor)
-    }
-}
-
-struct RepeatsVisitor;
-
-impl<'de> Visitor<'de> for RepeatsVisitor {
-    type Value = Repeats;
-
-    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("JSON")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Repeats, E> {
-        Ok(Repeats(false))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Repeats, E> {
-        Ok(Repeats(false))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Repeats, E> {
-        Ok(Repeats(false))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Repeats, E> {
-        Ok(Repeats(false))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Repeats, E> {
-        Ok(Repeats(false))
-    }
-
-    fn visit_unit<E>(self) -> Result<Repeats, E> {
-        Ok(Repeats(false))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Repeats, A::Error> {
-        let mut repeats = false;
-        while let Some(Repeats(inner)) = items.next_element()? {
-            repeats |= inner;
-        }
-        Ok(Repeats(repeats))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Repeats, A::Error> {
-        let mut names = HashSet::new();
-        let mut repeats = false;
-        while let Some(name) = map.next_key::<String>()? {
-            repeats |= !names.insert(name);
-            let Repeats(inner) = map.next_value()?;
-            repeats |= inner;
-        }
-        Ok(Repeats(repeats))
     }
 }
