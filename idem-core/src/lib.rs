@@ -62,7 +62,7 @@
 //! | `postgres` | | `PostgresStore`: durable records, completed in the handler's transaction |
 //! | `metrics` | | counters through the `metrics` facade |
 //! | `conformance` | | the store conformance suite, for authors of a `Store` |
-//! | `client` | | `idem_core::client`: a reqwest call that retries with one key per operation |
+//! | `client` | | `idem_core::client`: the crate `idem-client`, a reqwest call that retries with one key per operation |
 //!
 //! # The contract
 //!
@@ -124,14 +124,10 @@
 
 #[doc(hidden)]
 pub mod __private;
-#[cfg(feature = "client")]
-#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-pub mod client;
 mod context;
 pub mod extract;
 pub mod fingerprint;
 mod flow;
-pub mod key;
 pub mod layer;
 mod observe;
 pub mod policy;
@@ -141,9 +137,19 @@ mod runtime;
 pub mod scope;
 pub mod store;
 
+/// The client side, for a service that also calls an idempotent API: the crate `idem-client`
+/// (feature `client`). A program that is only a client depends on `idem-client` alone.
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+#[doc(inline)]
+pub use idem_client as client;
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use idem_macros::idempotent;
+/// The `Idempotency-Key` header: the key, its two spellings and how they are parsed (from the
+/// crate `idem-protocol`, which the client shares).
+#[doc(inline)]
+pub use idem_protocol::key;
 
 pub use crate::{
     context::{IdempotencyContext, TransactionGuard},

@@ -1,10 +1,10 @@
-//! The shop from the client side, with `idem_core::client`: case 5 of docs/contract.md as the
+//! The shop from the client side, with `idem_client`: case 5 of docs/contract.md as the
 //! client library plays it, and the shop's own outbound call to its bank, which a derived key
 //! keeps to one transfer even when the shop forgets it made one.
 
 use std::time::Duration;
 
-use idem_core::{IdempotencyKey, client::RetryPolicy};
+use idem_client::{IdempotencyKey, RetryPolicy};
 use idem_tests::shop_fixture::{Api, TestShop, settings, transfer, user};
 use serde_json::Value;
 use shop::{Backend, Settings, bank_service::BankServer};

@@ -2,7 +2,7 @@
 //! it sends.
 //!
 //! Transfers go over HTTP to the bank's own service ([`crate::bank_service`]), itself
-//! idempotent, through [`idem_core::client`]: the shop sends each transfer under a key derived
+//! idempotent, through [`idem_client`]: the shop sends each transfer under a key derived
 //! from the shop's own operation (the user and the key the user sent), so that a transfer the
 //! shop runs again (its client retried after the shop lost its record) moves the money once.
 //! Refunds are simulated in process: they show a failure whose outcome is unknown, which the
@@ -21,10 +21,7 @@ use std::{
 };
 
 use hmac::{Hmac, KeyInit, Mac};
-use idem_core::{
-    IdempotencyKey,
-    client::{ClientError, RetryPolicy},
-};
+use idem_client::{ClientError, IdempotencyKey, RetryPolicy};
 use sha2::Sha256;
 use tokio::sync::OnceCell;
 

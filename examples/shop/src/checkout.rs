@@ -1,5 +1,5 @@
 //! `checkout`: the shop's command-line client. It pays once through
-//! [`idem_core::client`]: one key for the payment, retried through timeouts, 409 and 5xx.
+//! [`idem_client`]: one key for the payment, retried through timeouts, 409 and 5xx.
 //!
 //! ```text
 //! cargo run -p shop --bin checkout -- --url http://127.0.0.1:3000 --user alice \
@@ -8,14 +8,11 @@
 //!
 //! The final payment JSON goes to stdout (exit 0); a final failure prints the Problem
 //! Details, or the transport error, to stderr (exit 1). A usage error exits 2. Each retry is
-//! logged on stderr (`RUST_LOG` filters, `idem_core::client=info` by default).
+//! logged on stderr (`RUST_LOG` filters, `idem_client=info` by default).
 
 use std::{fmt, io::Write, time::Duration};
 
-use idem_core::{
-    IdempotencyKey,
-    client::{ClientError, RetryPolicy},
-};
+use idem_client::{ClientError, IdempotencyKey, RetryPolicy};
 use serde_json::json;
 
 /// The usage text of `--help`.

@@ -23,7 +23,7 @@ async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("idem_core::client=info")),
+                .unwrap_or_else(|_| EnvFilter::new("idem_client=info")),
         )
         .with_timer(Since(Instant::now()))
         .with_target(false)

@@ -1,8 +1,8 @@
 //! Keys a client makes: one per logical operation, random or derived from what the operation
-//! is, and how they are written into the header.
+//! is.
 //!
 //! ```
-//! use idem_core::{IdempotencyKey, client::KeyForm};
+//! use idem_protocol::key::{IdempotencyKey, KeyForm};
 //!
 //! // A key that names the operation: the same user id gives the same key, in any process.
 //! let key = IdempotencyKey::derive("customer-create", ["user-42"])?;
@@ -12,7 +12,7 @@
 //!
 //! // A key for an operation with nothing to name it by: a random UUID.
 //! assert_eq!(IdempotencyKey::random().as_str().len(), 36);
-//! # Ok::<(), idem_core::client::DeriveError>(())
+//! # Ok::<(), idem_protocol::key::DeriveError>(())
 //! ```
 //!
 //! # The derivation
@@ -33,67 +33,23 @@
 //! A full form never contains `~` (it is encoded), and a `:` only between parts, so two
 //! different operations never share a full form, and a hashed key never equals an unhashed
 //! one. Every character is visible ASCII and none is `"`, `\` or `,`, so the key reads the same
-//! in either [`KeyForm`], under the strict syntax of an idem server or Stripe's.
+//! in either [`KeyForm`](super::KeyForm), under the strict syntax of an idem server or Stripe's.
 //!
 //! This derivation is frozen: a change would give every operation a new key, and an operation
 //! retried across the upgrade would run twice.
 
 use std::fmt::{self, Write as _};
 
-use http::HeaderValue;
 use rand::RngCore as _;
 use sha2::{Digest as _, Sha256};
 
-use crate::key::{IdempotencyKey, MAX_KEY_LEN};
+use super::{IdempotencyKey, MAX_KEY_LEN};
 
 /// The longest namespace, in characters.
 pub const MAX_NAMESPACE_LEN: usize = 64;
 
 /// How many characters of the full form a hashed key keeps before `~` and the digest.
 const HASHED_PREFIX_LEN: usize = MAX_KEY_LEN - 1 - 64;
-
-/// How a key is written into the `Idempotency-Key` header.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum KeyForm {
-    /// An RFC 9651 sf-string, `"abc"`, as the IETF draft specifies. The default: an idem server
-    /// takes it under either syntax, and so does any server that follows the draft.
-    #[default]
-    Quoted,
-    /// The key as it is, `abc`, as Stripe's API and SDKs send it. A server that follows the IETF
-    /// draft strictly refuses it.
-    Bare,
-}
-
-impl KeyForm {
-    /// The header value that carries `key` in this form.
-    ///
-    /// ```
-    /// use idem_core::{IdempotencyKey, client::KeyForm};
-    ///
-    /// let key = IdempotencyKey::new(r#"a"b\c"#)?;
-    /// assert_eq!(KeyForm::Quoted.header_value(&key), r#""a\"b\\c""#);
-    /// # Ok::<(), idem_core::key::KeyError>(())
-    /// ```
-    #[must_use]
-    pub fn header_value(self, key: &IdempotencyKey) -> HeaderValue {
-        let text = match self {
-            Self::Bare => key.as_str().to_owned(),
-            Self::Quoted => {
-                let mut quoted = String::with_capacity(key.as_str().len() + 2);
-                quoted.push('"');
-                for c in key.as_str().chars() {
-                    if matches!(c, '"' | '\\') {
-                        quoted.push('\\');
-                    }
-                    quoted.push(c);
-                }
-                quoted.push('"');
-                quoted
-            }
-        };
-        HeaderValue::from_str(&text).expect("a key is visible ASCII, and so is its quoted form")
-    }
-}
 
 /// Why a key could not be derived.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -114,7 +70,6 @@ impl IdempotencyKey {
     /// A new random key: a UUID v4, lower-case and hyphenated, as
     /// `8e03978e-40d5-43e8-bc93-6894a57f9324`. Use it for an operation that nothing else
     /// names (a payment from a form), and keep it for every retry of that operation.
-    #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
     #[must_use]
     pub fn random() -> Self {
         let mut bytes = [0u8; 16];
@@ -135,13 +90,13 @@ impl IdempotencyKey {
 
     /// The key of the operation that `namespace` and `parts` name: the same namespace and parts
     /// give the same key in every process and every version of this crate, and different ones
-    /// give different keys. The [module documentation](crate::client::keys) spells out the
+    /// give different keys. The [module documentation](crate::key::derive) spells out the
     /// derivation.
     ///
     /// A part is written with its `Display` form, so numbers and strings both serve.
     ///
     /// ```
-    /// use idem_core::IdempotencyKey;
+    /// use idem_protocol::key::IdempotencyKey;
     ///
     /// let user_id = 42;
     /// let key = IdempotencyKey::derive("customer-create", [user_id])?;
@@ -156,14 +111,13 @@ impl IdempotencyKey {
     /// // Long parts are hashed: a key never exceeds 255 characters.
     /// let long = IdempotencyKey::derive("report", ["x".repeat(1000)])?;
     /// assert_eq!(long.as_str().len(), 255);
-    /// # Ok::<(), idem_core::client::DeriveError>(())
+    /// # Ok::<(), idem_protocol::key::DeriveError>(())
     /// ```
     ///
     /// # Errors
     ///
     /// [`DeriveError::InvalidNamespace`] when the namespace is not 1 to 64 characters of
     /// `A-Z a-z 0-9 - _ .`.
-    #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
     pub fn derive<I>(namespace: &str, parts: I) -> Result<Self, DeriveError>
     where
         I: IntoIterator,

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use http::{HeaderMap, HeaderValue};
-//! use idem_core::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax};
+//! use idem_protocol::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax};
 //!
 //! let mut headers = HeaderMap::new();
 //! headers.insert(
@@ -33,7 +33,9 @@
 //!   with the escapes `\"` and `\\` resolved. Parameters after the string (`"abc";v=1`) are
 //!   ignored, as RFC 9651 asks of parameters a field does not define.
 //! - **Bare** (Stripe): the header value taken verbatim, `abc`. Nothing in a bare value is special
-//!   except a comma, so `abc;v=1` is the seven-character key `abc;v=1`.
+//!   except a comma, so `abc;v=1` is the seven-character key `abc;v=1`. Single quotes are not
+//!   quotes here (an sf-string is written with double quotes only): `'abc'` is the five-character
+//!   key `'abc'`, a different key from `abc`.
 //!
 //! `"abc"` and `abc` are the same key. [`KeySyntax::Strict`] accepts only the quoted spelling.
 //!
@@ -56,10 +58,18 @@
 //! in the value, an empty value, a bare value under the strict syntax, a list of values, a
 //! malformed quoted string, then the characters of the key and its length.
 
+pub mod derive;
+mod form;
+
 use std::borrow::Cow;
 use std::fmt;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
+
+pub use self::{
+    derive::{DeriveError, MAX_NAMESPACE_LEN},
+    form::KeyForm,
+};
 
 /// The `Idempotency-Key` header name.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -84,11 +94,11 @@ pub enum KeySyntax {
 /// Use [`as_str`](Self::as_str) where the key itself is needed.
 ///
 /// ```
-/// use idem_core::key::IdempotencyKey;
+/// use idem_protocol::key::IdempotencyKey;
 ///
 /// let key = IdempotencyKey::new("8e03978e-40d5-43e8-bc93-6894a57f9324")?;
 /// assert_eq!(format!("{key:?}"), "IdempotencyKey(len=36)");
-/// # Ok::<(), idem_core::key::KeyError>(())
+/// # Ok::<(), idem_protocol::key::KeyError>(())
 /// ```
 #[derive(Clone)]
 pub struct IdempotencyKey(Repr);
@@ -141,7 +151,7 @@ impl IdempotencyKey {
     /// Rust string is the five-character key with its quotes.
     ///
     /// ```
-    /// use idem_core::key::{IdempotencyKey, KeyError};
+    /// use idem_protocol::key::{IdempotencyKey, KeyError};
     ///
     /// assert_eq!(IdempotencyKey::new("order-42")?.as_str(), "order-42");
     /// assert_eq!(
@@ -164,13 +174,13 @@ impl IdempotencyKey {
     ///
     /// ```
     /// use http::HeaderValue;
-    /// use idem_core::key::{IdempotencyKey, KeyError, KeySyntax};
+    /// use idem_protocol::key::{IdempotencyKey, KeyError, KeySyntax};
     ///
     /// let quoted = HeaderValue::from_static(r#""a\"b";v=1"#);
     /// assert_eq!(IdempotencyKey::parse(&quoted, KeySyntax::Strict)?.as_str(), r#"a"b"#);
     ///
     /// let folded = HeaderValue::from_static("abc, def");
-    /// assert_eq!(IdempotencyKey::parse(&folded, KeySyntax::Lenient), Err(KeyError::Multiple));
+    /// assert_eq!(IdempotencyKey::parse(&folded, KeySyntax::Lenient), Err(KeyError::List));
     /// # Ok::<(), KeyError>(())
     /// ```
     ///
@@ -194,7 +204,7 @@ impl IdempotencyKey {
             return Err(KeyError::Unquoted);
         }
         if text.contains(',') {
-            return Err(KeyError::Multiple);
+            return Err(KeyError::List);
         }
         check_key(text, |index| index + 1)?;
         Ok(Self::in_header(value, text))
@@ -218,7 +228,7 @@ impl IdempotencyKey {
     ///
     /// ```
     /// use http::{HeaderMap, HeaderValue};
-    /// use idem_core::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax};
+    /// use idem_protocol::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax};
     ///
     /// let mut headers = HeaderMap::new();
     /// headers.append(IDEMPOTENCY_KEY, HeaderValue::from_static("a"));
@@ -258,12 +268,16 @@ impl fmt::Debug for IdempotencyKey {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyError {
-    /// The header carried several values: repeated header lines, or a list in one line.
-    #[error(
-        "the Idempotency-Key header must appear once, with a single value (a key that contains a \
-         comma must be sent as a quoted string, e.g. `\"a,b\"`)"
-    )]
+    /// The header appeared on several lines.
+    #[error("the Idempotency-Key header appears more than once; send it once, with a single key")]
     Multiple,
+    /// The one header line holds a list: values separated by commas, which is also how a proxy
+    /// folds repeated lines into one.
+    #[error(
+        "the Idempotency-Key holds several values separated by commas; send a single key (a key \
+         that contains a comma must be sent as a quoted string, e.g. `\"a,b\"`)"
+    )]
+    List,
     /// The value is empty: an empty header, or the empty quoted string `""`.
     #[error("the Idempotency-Key is empty; a key is 1 to {MAX_KEY_LEN} visible ASCII characters")]
     Empty,
@@ -397,7 +411,7 @@ fn parse_quoted(value: &HeaderValue, text: &str) -> Result<IdempotencyKey, KeyEr
                 .parse::<sfv::List>()
                 .is_ok_and(|list| list.len() > 1)
             {
-                return Err(KeyError::Multiple);
+                return Err(KeyError::List);
             }
             Err(diagnose_quoted(text.as_bytes(), error.index()))
         }

@@ -2,7 +2,7 @@
 
 use http::StatusCode;
 
-use crate::{client::ProblemDetails, problem::ProblemKind};
+use crate::{ProblemDetails, ProblemKind};
 
 /// What an attempt's outcome calls for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ pub(crate) const ABOUT_BLANK: &str = "about:blank";
 /// `about:blank`.
 ///
 /// ```
-/// use idem_core::client::ProblemDetails;
+/// use idem_client::ProblemDetails;
 ///
 /// let body = br#"{"type":"https://example.com/probs/out-of-credit","title":"You do not have enough credit.","status":"403","balance":30}"#;
 /// let problem = ProblemDetails::from_json(body).expect("a JSON object");

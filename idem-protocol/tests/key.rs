@@ -1,7 +1,7 @@
 //! The `Idempotency-Key` header rules of docs/contract.md (*The key*), through the public API.
 
 use http::{HeaderMap, HeaderValue};
-use idem_core::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax, MAX_KEY_LEN};
+use idem_protocol::key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, KeySyntax, MAX_KEY_LEN};
 use proptest::prelude::*;
 
 use KeySyntax::{Lenient, Strict};
@@ -340,35 +340,36 @@ fn repeated_header_lines_are_rejected() {
 #[test]
 fn a_quoted_list_is_rejected() {
     for syntax in [Lenient, Strict] {
-        assert_eq!(parse(r#""a", "b""#, syntax), Err(KeyError::Multiple));
-        assert_eq!(parse(r#""a","b""#, syntax), Err(KeyError::Multiple));
-        assert_eq!(
-            parse(r#""a";x=1, "b", "c""#, syntax),
-            Err(KeyError::Multiple)
-        );
-        assert_eq!(parse(r#""a", b"#, syntax), Err(KeyError::Multiple));
+        assert_eq!(parse(r#""a", "b""#, syntax), Err(KeyError::List));
+        assert_eq!(parse(r#""a","b""#, syntax), Err(KeyError::List));
+        assert_eq!(parse(r#""a";x=1, "b", "c""#, syntax), Err(KeyError::List));
+        assert_eq!(parse(r#""a", b"#, syntax), Err(KeyError::List));
     }
 }
 
 #[test]
 fn a_bare_value_with_a_comma_is_rejected() {
-    assert_eq!(parse("a,b", Lenient), Err(KeyError::Multiple));
-    assert_eq!(parse("a, b", Lenient), Err(KeyError::Multiple));
-    assert_eq!(parse(",", Lenient), Err(KeyError::Multiple));
-    assert_eq!(parse(r#"a, "b""#, Lenient), Err(KeyError::Multiple));
+    assert_eq!(parse("a,b", Lenient), Err(KeyError::List));
+    assert_eq!(parse("a, b", Lenient), Err(KeyError::List));
+    assert_eq!(parse(",", Lenient), Err(KeyError::List));
+    assert_eq!(parse(r#"a, "b""#, Lenient), Err(KeyError::List));
     let folded = headers(["abc, def"]);
     assert_eq!(
         IdempotencyKey::from_headers(&folded, Lenient),
-        Err(KeyError::Multiple)
+        Err(KeyError::List)
     );
 }
 
 #[test]
-fn the_multiple_message_explains_commas() {
+fn the_messages_tell_repeated_lines_from_a_list() {
     assert_eq!(
         KeyError::Multiple.to_string(),
-        "the Idempotency-Key header must appear once, with a single value (a key that contains a \
-         comma must be sent as a quoted string, e.g. `\"a,b\"`)"
+        "the Idempotency-Key header appears more than once; send it once, with a single key"
+    );
+    assert_eq!(
+        KeyError::List.to_string(),
+        "the Idempotency-Key holds several values separated by commas; send a single key (a key \
+         that contains a comma must be sent as a quoted string, e.g. `\"a,b\"`)"
     );
 }
 

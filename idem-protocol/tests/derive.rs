@@ -2,11 +2,7 @@
 //! key that the server's parser reads back unchanged, in either form and either syntax.
 
 use http::HeaderValue;
-use idem_core::{
-    IdempotencyKey, KeySyntax,
-    client::{DeriveError, KeyForm},
-    key::MAX_KEY_LEN,
-};
+use idem_protocol::key::{DeriveError, IdempotencyKey, KeyForm, KeySyntax, MAX_KEY_LEN};
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 

@@ -5,53 +5,55 @@
 //! result. [`RetryPolicy::send`] does that over reqwest: one call is one operation, one key,
 //! and every attempt carries that key and the same body bytes.
 //!
-//! ```
+//! ```no_run
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use axum::{Extension, Json, Router, http::StatusCode, routing::post};
-//! use idem_core::{Idempotency, IdempotencyKey, MemoryStore, client::RetryPolicy, idempotent};
-//! use serde_json::{Value, json};
+//! use idem_client::{IdempotencyKey, RetryPolicy};
+//! use serde_json::json;
 //!
-//! // A server: one idempotent route, on a loopback port.
-//! #[idempotent(scope = "global")]
-//! async fn create_customer(Json(customer): Json<Value>) -> (StatusCode, Json<Value>) {
-//!     (StatusCode::CREATED, Json(customer))
-//! }
-//! let idem = Idempotency::new(MemoryStore::default());
-//! let app = Router::new().route("/customers", post(create_customer)).layer(Extension(idem));
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//! let url = format!("http://{}/customers", listener.local_addr()?);
-//! tokio::spawn(async move { axum::serve(listener, app).await });
-//!
-//! // The client: the key names the operation, so a second call creates nothing new.
 //! let http = reqwest::Client::new();
+//! let url = "https://api.example.com/customers";
 //! let policy = RetryPolicy::new();
+//!
+//! // The key names the operation, so a second call creates nothing new.
 //! let key = IdempotencyKey::derive("customer-create", ["user-42"])?;
 //! let body = json!({ "email": "alice@example.com" });
-//! let first = policy.send_with_key(&key, http.post(&url).json(&body)).await?;
-//! assert_eq!(first.status(), 201);
-//! assert!(!first.is_replayed());
-//! let again = policy.send_with_key(&key, http.post(&url).json(&body)).await?;
+//! let first = policy.send_with_key(&key, http.post(url).json(&body)).await?;
+//! println!("{} after {} attempt(s)", first.status(), first.attempts());
+//!
+//! // Sent again (a second click, a restarted job): the server answers with the first result.
+//! let again = policy.send_with_key(&key, http.post(url).json(&body)).await?;
 //! assert!(again.is_replayed());
 //! assert_eq!(again.body(), first.body());
 //!
 //! // The same key for another body is a bug in the caller, and says so.
 //! let other = json!({ "email": "bob@example.com" });
-//! let error = policy.send_with_key(&key, http.post(&url).json(&other)).await.unwrap_err();
+//! let error = policy.send_with_key(&key, http.post(url).json(&other)).await.unwrap_err();
 //! assert!(error.is_key_reused());
 //! assert_eq!(error.attempts(), 1);
-//! assert_eq!(error.problem().and_then(|problem| problem.status()), Some(422));
 //! # Ok(()) }
 //! ```
+//!
+//! The same exchange runs against a real idem server in the repository's end-to-end tests
+//! (`tests/tests/client_idem_server.rs`), and the example shop's `checkout` command is a
+//! whole program built on it.
+//!
+//! # The crate
+//!
+//! It builds on reqwest and tokio's timer, and on `idem-protocol`, which it shares with the
+//! server: the key, its spellings and idem's Problem Details kinds, re-exported here
+//! ([`IdempotencyKey`], [`KeyForm`], [`ProblemKind`]). It does not depend on axum, on any store,
+//! or on the server runtime `idem-core`, which re-exports this crate as `idem_core::client`
+//! under its feature `client`.
 //!
 //! # Keys
 //!
 //! A key names one logical operation, and is the same on every retry of it: random
-//! ([`IdempotencyKey::random`](crate::IdempotencyKey::random), a UUID v4, what [`RetryPolicy::send`] uses) for an operation
+//! ([`IdempotencyKey::random`], a UUID v4, what [`RetryPolicy::send`] uses) for an operation
 //! nothing else names, or derived from the business identifiers that make the operation what it
-//! is ([`IdempotencyKey::derive`](crate::IdempotencyKey::derive)): `customer-create` and the user id, so that two clicks create
+//! is ([`IdempotencyKey::derive`]): `customer-create` and the user id, so that two clicks create
 //! one customer. The derivation is stable across processes and versions and is written down in
-//! [`keys`], so that a program in another language can reproduce it. The key is sent
+//! [`idem_protocol::key::derive`], so that a program in another language can reproduce it. The key is sent
 //! as an RFC 9651 sf-string (the IETF draft) or bare (Stripe), as [`KeyForm`] says.
 //!
 //! # What is retried
@@ -113,7 +115,6 @@ mod answer;
 mod backoff;
 mod decide;
 mod error;
-pub mod keys;
 mod policy;
 mod problem;
 mod retry_after;
@@ -122,7 +123,7 @@ mod send;
 pub use self::{
     answer::{Answer, ErrorAnswer},
     error::{ClientError, ErrorKind, GaveUp},
-    keys::{DeriveError, KeyForm},
     policy::RetryPolicy,
     problem::ProblemDetails,
 };
+pub use idem_protocol::{DeriveError, IdempotencyKey, KeyForm, ProblemKind};

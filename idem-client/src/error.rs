@@ -4,10 +4,7 @@ use std::{fmt, time::Duration};
 
 use http::StatusCode;
 
-use crate::{
-    client::{ErrorAnswer, ProblemDetails},
-    key::IdempotencyKey,
-};
+use crate::{ErrorAnswer, IdempotencyKey, ProblemDetails};
 
 /// A call that ended without a successful answer.
 ///
@@ -51,7 +48,7 @@ pub enum ErrorKind {
     ResponseTooLarge {
         /// The answer's status.
         status: StatusCode,
-        /// [`RetryPolicy::max_response_body`](crate::client::RetryPolicy::max_response_body).
+        /// [`RetryPolicy::max_response_body`](crate::RetryPolicy::max_response_body).
         limit: usize,
     },
     /// The request could not be built (an invalid URL, say). Nothing was sent.
@@ -62,7 +59,7 @@ pub enum ErrorKind {
     #[error("the request body is a stream, and a retry must send the same bytes: buffer it")]
     BodyNotReplayable,
     /// The request already has an `Idempotency-Key` header. Nothing was sent: pass the key to
-    /// [`RetryPolicy::send_with_key`](crate::client::RetryPolicy::send_with_key) instead, so
+    /// [`RetryPolicy::send_with_key`](crate::RetryPolicy::send_with_key) instead, so
     /// that there is one key per call.
     #[error(
         "the request already has an Idempotency-Key header; pass the key to send_with_key instead"
@@ -74,11 +71,11 @@ pub enum ErrorKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GaveUp {
-    /// [`RetryPolicy::max_attempts`](crate::client::RetryPolicy::max_attempts) requests were
+    /// [`RetryPolicy::max_attempts`](crate::RetryPolicy::max_attempts) requests were
     /// sent.
     Attempts,
     /// The next attempt could not start before
-    /// [`RetryPolicy::deadline`](crate::client::RetryPolicy::deadline) (the server's
+    /// [`RetryPolicy::deadline`](crate::RetryPolicy::deadline) (the server's
     /// `Retry-After` asked for longer, say), or the deadline cut the last attempt short.
     Deadline,
 }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
-use crate::{client::ProblemDetails, key::IdempotencyKey};
+use crate::{IdempotencyKey, ProblemDetails};
 
 /// The header an idem server (and Stripe) puts on a stored answer sent again.
 const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -86,7 +86,7 @@ impl Answer {
 }
 
 /// An error answer (status 400 or above) that ended a call, with as much of its body as the
-/// policy reads ([`RetryPolicy::max_error_body`](crate::client::RetryPolicy::max_error_body)).
+/// policy reads ([`RetryPolicy::max_error_body`](crate::RetryPolicy::max_error_body)).
 #[derive(Clone, Debug)]
 pub struct ErrorAnswer {
     pub(crate) status: StatusCode,

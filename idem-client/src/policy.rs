@@ -2,16 +2,16 @@
 
 use std::time::Duration;
 
-use crate::client::KeyForm;
+use crate::KeyForm;
 
 /// How a call retries: attempts, backoff, deadline, and how the key is written.
 ///
 /// The defaults and why they differ from the Stripe SDKs' (0.5 s doubling, 5 s cap, 2 retries)
-/// are in [the module documentation](crate::client#defaults).
+/// are in [the module documentation](crate#defaults).
 ///
 /// ```
 /// use std::time::Duration;
-/// use idem_core::client::{KeyForm, RetryPolicy};
+/// use idem_client::{KeyForm, RetryPolicy};
 ///
 /// let policy = RetryPolicy::new()
 ///     .max_attempts(5)
@@ -112,7 +112,7 @@ impl RetryPolicy {
     }
 
     /// The largest successful body read, in bytes. A longer one ends the call with
-    /// [`ErrorKind::ResponseTooLarge`](crate::client::ErrorKind::ResponseTooLarge).
+    /// [`ErrorKind::ResponseTooLarge`](crate::ErrorKind::ResponseTooLarge).
     pub const fn max_response_body(mut self, bytes: usize) -> Self {
         self.max_response_body = bytes;
         self
