@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::{
-    Idempotency,
+    runtime::Idempotency,
     store::{StoreError, StoreTransaction},
 };
 
@@ -51,8 +51,7 @@ impl IdempotencyContext {
     pub async fn transaction(&self) -> Result<TransactionGuard, StoreError> {
         let mut guard = Arc::clone(&self.transaction).lock_owned().await;
         if guard.is_none() {
-            let idem = &self.idem;
-            *guard = Some(idem.call_store(idem.store().begin()).await?);
+            *guard = Some(self.idem.begin().await?);
         }
         Ok(guard)
     }

@@ -124,6 +124,7 @@
 
 #[doc(hidden)]
 pub mod __private;
+mod attribute;
 mod context;
 pub mod extract;
 pub mod fingerprint;

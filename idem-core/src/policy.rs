@@ -208,7 +208,7 @@ impl Policy {
 
     /// The largest response body kept for replay. A larger response still reaches the first
     /// caller in full; the operation is never run again for its key, and a retry is answered
-    /// 410 Problem Details ([`ProblemKind::ResponseNotReplayable`](crate::ProblemKind)).
+    /// 410 Problem Details ([`ProblemKind::ResponseNotReplayable`](crate::problem::ProblemKind)).
     pub const fn max_stored_body(mut self, bytes: usize) -> Self {
         self.max_stored_body = bytes;
         self

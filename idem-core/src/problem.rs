@@ -4,7 +4,7 @@
 //! says what was wrong with this request. The URIs end with `#<slug>` and point at the
 //! catalogue of the kinds ([`ProblemKind`]), which `docs/problems.md` in the repository
 //! repeats, unless the runtime sets a base of its own
-//! ([`IdempotencyBuilder::problem_type_base`](crate::IdempotencyBuilder::problem_type_base)).
+//! ([`IdempotencyBuilder::problem_type_base`](crate::runtime::IdempotencyBuilder::problem_type_base)).
 //!
 //! ```
 //! use axum::response::IntoResponse;

@@ -21,7 +21,7 @@
 //! ```
 //!
 //! For custom scopes (a tenant, an API key) install a [`ResolvePrincipal`] on the runtime with
-//! [`IdempotencyBuilder::principal_resolver`](crate::IdempotencyBuilder::principal_resolver).
+//! [`IdempotencyBuilder::principal_resolver`](crate::runtime::IdempotencyBuilder::principal_resolver).
 
 use std::{fmt, sync::Arc};
 
@@ -29,7 +29,7 @@ use axum::extract::MatchedPath;
 use http::{Extensions, Method, Uri, request::Parts};
 use sha2::{Digest, Sha256};
 
-use crate::key::IdempotencyKey;
+use idem_protocol::key::IdempotencyKey;
 
 /// Whose keys a route's records belong to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

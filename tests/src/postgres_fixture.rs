@@ -24,10 +24,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::{
-    Idempotency, IdempotencyLayer, Policy, Scope,
-    store::{PostgresStore, postgres::Tx},
-};
+use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope, extract::Tx, store::PostgresStore};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, PgPool, postgres::PgConnectOptions};
 use tokio::{

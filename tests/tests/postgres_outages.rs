@@ -20,10 +20,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::{
-    Idempotency, IdempotencyLayer, Policy, Scope,
-    store::{PostgresStore, postgres::Tx},
-};
+use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope, extract::Tx, store::PostgresStore};
 use idem_tests::{Answer, Served, eventually, gate::Gate, postgres_server::PostgresServer};
 use serde_json::{Value, json};
 

@@ -11,10 +11,7 @@ use std::{
 };
 
 use axum::{Extension, Json, Router, extract::State, response::Response, routing::post};
-use idem_core::{
-    Idempotency, idempotent,
-    store::{PostgresStore, postgres::Tx},
-};
+use idem_core::{Idempotency, extract::Tx, idempotent, store::PostgresStore};
 use idem_tests::{
     Answer, key, postgres_fixture,
     postgres_fixture::{

@@ -12,7 +12,7 @@ use axum::{
     extract::{FromRequestParts, State},
     http::{StatusCode, request::Parts},
 };
-use idem_core::{IdempotencyKey, KeySyntax, idempotent, key::DeriveError, store::postgres::Tx};
+use idem_core::{IdempotencyKey, KeySyntax, extract::Tx, idempotent, key::DeriveError};
 use serde::Deserialize;
 use utoipa::ToSchema;
 

@@ -10,7 +10,7 @@ use axum::{
     body::Bytes,
     extract::{FromRequest, Request, State},
 };
-use idem_core::{idempotent, store::postgres::Tx};
+use idem_core::{extract::Tx, idempotent};
 use serde::Deserialize;
 use utoipa::ToSchema;
 

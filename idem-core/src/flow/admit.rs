@@ -5,14 +5,14 @@ use axum::{RequestExt, extract::Request, response::Response};
 use bytes::Bytes;
 use http::request::Parts;
 use http_body_util::{BodyExt, LengthLimitError};
+use idem_protocol::key::IdempotencyKey;
 
-use super::answer;
+use super::{body_limit, problems};
 use crate::{
-    Idempotency,
     fingerprint::Fingerprint,
-    key::IdempotencyKey,
     policy::Policy,
     replay::capture::BodyBuffer,
+    runtime::Idempotency,
     scope::{Route, StoreKey},
 };
 
@@ -42,15 +42,18 @@ pub(super) async fn admit(
     let key = match IdempotencyKey::from_headers(request.headers(), policy.key_syntax) {
         Ok(Some(key)) => key,
         Ok(None) if !policy.required => return Ok(Admission::WithoutKey(request)),
-        Ok(None) => return Err(answer::key_missing(idem, route)),
-        Err(error) => return Err(answer::key_malformed(idem, route, &error)),
+        Ok(None) => return Err(problems::key_missing(idem, route)),
+        Err(error) => return Err(problems::key_malformed(idem, route, &error)),
     };
     // The body limit is axum's `DefaultBodyLimit`, read the way axum's own extractors do.
     let (parts, body) = request.with_limited_body().into_parts();
     let body = match read_body(body).await {
         Ok(body) => body,
-        Err(error) if is_length_limit(&error) => return Err(answer::body_too_large(idem, route)),
-        Err(error) => return Err(answer::body_unreadable(idem, route, &error)),
+        Err(error) if is_length_limit(&error) => {
+            let limit = body_limit::of(&parts.extensions);
+            return Err(problems::body_too_large(idem, route, limit));
+        }
+        Err(error) => return Err(problems::body_unreadable(idem, route, &error)),
     };
     // The concrete target, not the route template: a key reused for another resource is a
     // different request (see the fingerprint module docs).
@@ -108,7 +111,7 @@ pub(super) fn store_key(
     let principal = if scope.needs_principal() {
         match idem.resolver().resolve(scope, parts) {
             Some(principal) => Some(principal),
-            None => return Err(answer::principal_missing(idem, scope, route)),
+            None => return Err(problems::principal_missing(idem, scope, route)),
         }
     } else {
         None

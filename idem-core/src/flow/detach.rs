@@ -24,7 +24,7 @@ type BoxedFlow = Pin<Box<dyn Future<Output = Response> + Send>>;
 
 /// The future of a request that an idempotent handler or `IdempotencyLayer` answers. It polls
 /// the request's flow inline; dropped before it finished, it spawns the rest of the flow on
-/// the runtime, which [`Idempotency::shutdown`](crate::Idempotency::shutdown) waits for (a
+/// the runtime, which [`Idempotency::shutdown`](crate::runtime::Idempotency::shutdown) waits for (a
 /// safe method that the layer lets through is cancelled with its caller instead).
 #[must_use = "futures do nothing unless polled"]
 pub struct RequestFuture {

@@ -1,4 +1,4 @@
-//! The one sequence every request goes through, for [`IdempotencyLayer`](crate::IdempotencyLayer)
+//! The one sequence every request goes through, for `IdempotencyLayer`
 //! and `#[idempotent]` alike: [`handle`].
 //!
 //! 1. **Admit** ([`admit`]): parse the key, buffer the body (bounded), fingerprint it. Nothing
@@ -11,8 +11,8 @@
 //!    for `#[idempotent]`, a body extractor that is not a pure parser (a signed webhook's).
 //!    Steps 2 and 4 run before the claim, so a replay is answered only to a request that
 //!    passed them again.
-//! 5. **Claim** ([`claim`]): one atomic store call answers claimed, completed (a replay), in
-//!    flight (409, or wait) or mismatch (422).
+//! 5. **Decide** ([`decide`]): one atomic claim of the store answers claimed, completed (a
+//!    replay), in flight (409, or wait) or mismatch (422).
 //! 6. **Execute** ([`execute`]): a claimed request's handler runs to the end; its response
 //!    is stored (or the key released), then answered.
 //!
@@ -20,20 +20,19 @@
 //! on its way to the store lands and is followed through, and a handler that has started
 //! stores its result for the retry.
 //!
-//! What differs between the layer and the attribute is the [`Endpoint`]: which checks run in
-//! steps 2 and 4, and how the handler is called.
+//! What differs between the doors (the layer, the attribute) is the [`Endpoint`]: which checks
+//! run in steps 2 and 4, and how the handler is called. The answers the flow gives instead of
+//! the handler's are worded in [`problems`]; the store is reached through the runtime.
 
 // A refusal is a `Response`, returned once per request; see `__private`.
 #![allow(clippy::result_large_err)]
 
 mod admit;
-mod answer;
-mod background;
-mod claim;
+mod body_limit;
+mod decide;
 mod detach;
 mod execute;
-pub(crate) mod pending;
-mod stream;
+mod problems;
 
 use std::future::Future;
 
@@ -44,11 +43,12 @@ use http::request::Parts;
 pub use self::detach::RequestFuture;
 use self::{
     admit::{Admission, Keyed},
-    claim::Claimed,
+    decide::Decision,
     execute::Execution,
 };
 use crate::{
-    Idempotency, context::IdempotencyContext, policy::Policy, replay::NoStore, scope::Route,
+    context::IdempotencyContext, policy::Policy, replay::NoStore, runtime::Idempotency,
+    scope::Route,
 };
 
 /// What the layer and the attribute each supply to [`handle`]: the checks that guard the
@@ -128,21 +128,21 @@ async fn handle(
         Ok(prepared) => prepared,
         Err(rejection) => return rejection,
     };
-    match claim::claim(idem, policy, &store_key, &fingerprint, &route).await {
-        Claimed::Yes(token) => {
+    match decide::decide(idem, policy, &store_key, &fingerprint, &route).await {
+        Decision::Run(lease) => {
             let execution = Execution {
                 idem: idem.clone(),
                 policy: *policy,
                 key: store_key,
                 fingerprint,
-                token,
+                lease,
                 route,
                 context,
             };
             execution.execute(move || endpoint.call(prepared)).await
         }
-        Claimed::Answer(answer) => answer,
-        Claimed::WithoutRecord => {
+        Decision::Respond(response) => response,
+        Decision::RunWithoutRecord => {
             let handler = move || endpoint.call(prepared);
             execute::without_record(policy, &route, context, handler).await
         }

@@ -26,7 +26,7 @@
 //!
 //! Unlike `#[idempotent]`, the layer cannot tell a handler's extractor rejection (bad JSON)
 //! from the handler's own answer: both are stored. Mark responses that must not be stored
-//! with [`NoStore`](crate::NoStore).
+//! with [`NoStore`](crate::replay::NoStore).
 //!
 //! # What a replay checks: authentication goes outside the layer
 //!
@@ -36,7 +36,7 @@
 //! authorization, a webhook's signature over its body) must be a middleware outside this
 //! layer, which in axum means a `.layer(..)` call after this one: it then runs for a first
 //! request and for every replay alike, and a request it refuses never reaches the store.
-//! With `scope = user` it is also what inserts the [`Principal`](crate::Principal) the layer
+//! With `scope = user` it is also what inserts the [`Principal`](crate::scope::Principal) the layer
 //! scopes keys by; without one, every keyed request is answered 401 `principal-missing`, and
 //! the first is explained in the log.
 //!
@@ -81,8 +81,8 @@ use tower_layer::Layer;
 
 pub use self::service::{IdempotencyService, ResponseFuture};
 use crate::{
-    Idempotency,
     policy::{Policy, PolicyError},
+    runtime::Idempotency,
 };
 
 /// A tower layer that makes the routes below it idempotent under one [`Policy`].

@@ -67,21 +67,21 @@ where
         // The clone that was polled ready serves this request; the fresh clone waits for the
         // next `poll_ready` (tower's documented pattern).
         let fresh = self.inner.clone();
-        let inner = Inner(std::mem::replace(&mut self.inner, fresh));
+        let wrapped = Wrapped(std::mem::replace(&mut self.inner, fresh));
         if !self.layer.methods.contains(request.method()) {
-            return ResponseFuture(RequestFuture::cancellable(inner.call(request)));
+            return ResponseFuture(RequestFuture::cancellable(wrapped.call(request)));
         }
         let (idem, policy) = (self.layer.idem.clone(), self.layer.policy);
-        ResponseFuture(flow::start(idem, policy, request, inner))
+        ResponseFuture(flow::start(idem, policy, request, wrapped))
     }
 }
 
 /// The wrapped service, ready: the layer's [`Endpoint`]. Its extractors and middleware run
 /// only when the handler does, so the layer has no checks of its own before the claim; the
 /// application's authentication goes outside the layer (see the [module docs](super)).
-struct Inner<S>(S);
+struct Wrapped<S>(S);
 
-impl<S, R> Inner<S>
+impl<S, R> Wrapped<S>
 where
     S: Service<Request, Response = R, Error = Infallible>,
     S::Future: Send + 'static,
@@ -99,7 +99,7 @@ where
     }
 }
 
-impl<S, R> Endpoint for Inner<S>
+impl<S, R> Endpoint for Wrapped<S>
 where
     S: Service<Request, Response = R, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
@@ -122,10 +122,10 @@ where
     }
 
     fn call(self, request: Request) -> impl Future<Output = Response> + Send + 'static {
-        Inner::call(self, request)
+        Wrapped::call(self, request)
     }
 
     fn call_without_key(self, request: Request) -> impl Future<Output = Response> + Send + 'static {
-        Inner::call(self, request)
+        Wrapped::call(self, request)
     }
 }

@@ -20,13 +20,13 @@
 //! `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
 //! `Proxy-Authenticate`, `Proxy-Authorization`), `Date` (a replay is sent now),
 //! `Content-Length` (recomputed from the body) and `Idempotent-Replayed`. `Set-Cookie` is not
-//! stored unless the policy says [`replay_set_cookie`](crate::Policy::replay_set_cookie),
-//! and [`exclude_headers`](crate::Policy::exclude_headers) adds names of your own. Response
+//! stored unless the policy says [`replay_set_cookie`](crate::policy::Policy::replay_set_cookie),
+//! and [`exclude_headers`](crate::policy::Policy::exclude_headers) adds names of your own. Response
 //! trailers are not stored.
 //!
 //! # Responses too large to keep
 //!
-//! A body over the policy's [`max_stored_body`](crate::Policy::max_stored_body) still reaches
+//! A body over the policy's [`max_stored_body`](crate::policy::Policy::max_stored_body) still reaches
 //! the first caller in full, streamed. The record is completed without the body, so the
 //! operation never runs again for its key, and a retry is answered 410 Problem Details
 //! (`response-not-replayable`, with the original status in `originalStatus`).

@@ -52,10 +52,11 @@ const SHARDS: usize = 64;
 /// The embedded, in-process store: moka for completed records, a sharded map for claims.
 #[derive(Clone)]
 pub struct MemoryStore {
-    inner: Arc<Inner>,
+    records: Arc<Records>,
 }
 
-struct Inner {
+/// The records, shared by the store's clones.
+struct Records {
     in_flight: [Mutex<Shard>; SHARDS],
     completed: Cache<StoreKey, Completed, KeyedHash>,
 }
@@ -100,21 +101,21 @@ impl MemoryStore {
 
     /// The number of completed records kept now (approximate while writes are under way).
     pub fn completed_records(&self) -> u64 {
-        self.inner.completed.run_pending_tasks();
-        self.inner.completed.entry_count()
+        self.records.completed.run_pending_tasks();
+        self.records.completed.entry_count()
     }
 
     fn shard(&self, key: &StoreKey) -> MutexGuard<'_, Shard> {
         let index = usize::from(key.as_bytes()[0]) % SHARDS;
         // A panic while holding a shard lock cannot leave a record half-written (every
         // mutation is one map operation), so a poisoned lock is safe to keep using.
-        self.inner.in_flight[index]
+        self.records.in_flight[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn completed(&self, key: &StoreKey, now: Instant) -> Option<Completed> {
-        self.inner
+        self.records
             .completed
             .get(key)
             .filter(|record| record.expires_at > now)
@@ -130,7 +131,7 @@ impl Default for MemoryStore {
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("completed_records", &self.inner.completed.entry_count())
+            .field("completed_records", &self.records.completed.entry_count())
             .finish_non_exhaustive()
     }
 }
@@ -181,7 +182,7 @@ impl MemoryStoreBuilder {
             // No eviction listener: moka runs it inline and it cost 1.5 µs of every insert.
             .build_with_hasher(KeyedHash::default());
         MemoryStore {
-            inner: Arc::new(Inner {
+            records: Arc::new(Records {
                 in_flight: std::array::from_fn(|_| {
                     Mutex::new(Shard {
                         records: HashMap::with_hasher(KeyedHash::default()),
@@ -365,7 +366,7 @@ impl MemoryStore {
             ttl,
             expires_at: now + ttl,
         };
-        self.inner.completed.insert(*key, record);
+        self.records.completed.insert(*key, record);
         shard.records.remove(key);
         Ok(())
     }

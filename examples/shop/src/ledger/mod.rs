@@ -13,7 +13,7 @@ mod memory;
 mod postgres;
 
 use axum::response::{IntoResponse, Response};
-use idem_core::store::postgres::{Tx, TxError};
+use idem_core::extract::{Tx, TxError};
 
 pub use self::{memory::MemoryLedger, postgres::PostgresLedger};
 use crate::{

@@ -1,7 +1,7 @@
 //! The ledger in PostgreSQL: every write in the request's transaction ([`Tx`]), so it commits
 //! with the idempotency record or not at all.
 
-use idem_core::store::postgres::Tx;
+use idem_core::extract::Tx;
 use sqlx::{PgPool, Postgres, postgres::PgRow};
 
 use super::{LedgerError, RefundOutcome};

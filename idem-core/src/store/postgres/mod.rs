@@ -74,12 +74,12 @@
 //!
 //! # Transactional mode
 //!
-//! [`Store::begin`] opens a transaction on the pool; the [`Tx`]
+//! [`Store::begin`] opens a transaction on the pool; the [`Tx`](crate::extract::Tx)
 //! extractor hands it to the handler, beginning it on first use. The runtime then completes
 //! the record inside it (the same fenced `UPDATE`) and commits: the handler's rows and the
 //! record commit together, or neither does. If the lease was taken over meanwhile, the update
 //! finds no row, the transaction rolls back and the request answers 409. A failed handler
-//! (5xx, [`NoStore`](crate::NoStore), panic) rolls back and releases the key. A handler that
+//! (5xx, [`NoStore`](crate::replay::NoStore), panic) rolls back and releases the key. A handler that
 //! answers after one of its statements failed (which aborts the transaction) has its answer
 //! stored on its own, without its writes, which could only roll back.
 //!
@@ -117,7 +117,7 @@ pub use self::{
     migrate::{migrate, migration_sql},
     sweep::SweeperHandle,
     table::{TableName, TableNameError},
-    transaction::{PostgresTransaction, Tx, TxError, TxErrorKind},
+    transaction::PostgresTransaction,
 };
 use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction};
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
@@ -144,10 +144,11 @@ const CLAIM_ATTEMPTS: u32 = 5;
 /// ```
 #[derive(Clone)]
 pub struct PostgresStore {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
 }
 
-struct Inner {
+/// What the store's clones share: the pool, and the statements written for its table.
+struct Shared {
     pool: PgPool,
     table: TableName,
     statements: Arc<Statements>,
@@ -201,7 +202,7 @@ impl PostgresStore {
 
     /// The pool, for queries of the application's own.
     pub fn pool(&self) -> &PgPool {
-        &self.inner.pool
+        &self.shared.pool
     }
 
     /// The records table.
@@ -216,7 +217,7 @@ impl PostgresStore {
     /// # Ok(()) }
     /// ```
     pub fn table(&self) -> &TableName {
-        &self.inner.table
+        &self.shared.table
     }
 
     /// Creates the records table and its index if they do not exist (see [`migrate()`]).
@@ -227,20 +228,20 @@ impl PostgresStore {
     /// # Ok(()) }
     /// ```
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        migrate(&self.inner.pool, &self.inner.table).await
+        migrate(&self.shared.pool, &self.shared.table).await
     }
 
     fn error(&self, error: sqlx::Error) -> StoreError {
-        self::error(&self.inner.pool, error)
+        self::error(&self.shared.pool, error)
     }
 
     /// Runs the claim statement once; `None` when its snapshot was stale.
     async fn try_claim(&self, claim: &Claim<'_>) -> Result<Option<ClaimOutcome>, StoreError> {
         let row = self
-            .inner
+            .shared
             .statements
             .claim(claim)
-            .fetch_optional(&self.inner.pool)
+            .fetch_optional(&self.shared.pool)
             .await
             .map_err(|e| self.error(e))?;
         let Some(row) = row else {
@@ -313,8 +314,8 @@ fn error(pool: &PgPool, error: sqlx::Error) -> StoreError {
 impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresStore")
-            .field("table", &self.inner.table)
-            .field("pool_size", &self.inner.pool.size())
+            .field("table", &self.shared.table)
+            .field("pool_size", &self.shared.pool.size())
             .finish_non_exhaustive()
     }
 }
@@ -340,10 +341,10 @@ impl Store for PostgresStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let done: bool = self
-            .inner
+            .shared
             .statements
             .complete(key, token, response, ttl)?
-            .fetch_one(&self.inner.pool)
+            .fetch_one(&self.shared.pool)
             .await
             .and_then(|row| row.try_get("done"))
             .map_err(|e| self.error(e))?;
@@ -352,10 +353,10 @@ impl Store for PostgresStore {
 
     async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
         let done = self
-            .inner
+            .shared
             .statements
             .release(key, token)
-            .execute(&self.inner.pool)
+            .execute(&self.shared.pool)
             .await
             .map_err(|e| self.error(e))?;
         fenced(done.rows_affected())
@@ -368,21 +369,21 @@ impl Store for PostgresStore {
         lease: Duration,
     ) -> Result<(), StoreError> {
         let done = self
-            .inner
+            .shared
             .statements
             .renew(key, token, lease)
-            .execute(&self.inner.pool)
+            .execute(&self.shared.pool)
             .await
             .map_err(|e| self.error(e))?;
         fenced(done.rows_affected())
     }
 
     async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
-        let transaction = self.inner.pool.begin().await.map_err(|e| self.error(e))?;
+        let transaction = self.shared.pool.begin().await.map_err(|e| self.error(e))?;
         Ok(Box::new(PostgresTransaction::new(
             transaction,
-            self.inner.pool.clone(),
-            Arc::clone(&self.inner.statements),
+            self.shared.pool.clone(),
+            Arc::clone(&self.shared.statements),
         )))
     }
 }
@@ -515,7 +516,7 @@ impl PostgresStoreBuilder {
     /// Builds the store on a pool of your own, which keeps its settings.
     pub fn build(self, pool: PgPool) -> PostgresStore {
         PostgresStore {
-            inner: Arc::new(Inner {
+            shared: Arc::new(Shared {
                 statements: Arc::new(Statements::new(&self.table)),
                 pool,
                 table: self.table,

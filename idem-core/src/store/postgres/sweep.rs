@@ -50,10 +50,10 @@ impl PostgresStore {
     /// ```
     pub async fn sweep_batch(&self, batch_size: u32) -> Result<u64, StoreError> {
         let deleted = self
-            .inner
+            .shared
             .statements
             .sweep(i64::from(batch_size.max(1)))
-            .execute(&self.inner.pool)
+            .execute(&self.shared.pool)
             .await
             .map_err(|e| self.error(e))?
             .rows_affected();

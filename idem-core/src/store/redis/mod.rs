@@ -53,7 +53,7 @@
 //! error to the runtime ([`StoreError::Backend`], [`StoreError::Timeout`]): the outcome is
 //! unknown, never guessed. The request then fails closed (503 Problem Details with
 //! `Retry-After`) or runs without idempotency, as its policy's
-//! [`OnStoreError`](crate::OnStoreError) says. A `ConnectionManager` reconnects in the
+//! [`OnStoreError`](crate::policy::OnStoreError) says. A `ConnectionManager` reconnects in the
 //! background, so the service recovers by itself once Redis is back.
 //!
 //! # What Redis must be configured for
@@ -395,7 +395,7 @@ impl RedisStoreBuilder {
 
     /// The most time one store call may take (2 seconds by default); past it the call
     /// answers [`StoreError::Timeout`], whose outcome is unknown. Keep it below the
-    /// runtime's [`store_timeout`](crate::IdempotencyBuilder::store_timeout) (5 seconds by
+    /// runtime's [`store_timeout`](crate::runtime::IdempotencyBuilder::store_timeout) (5 seconds by
     /// default), which is only a backstop.
     ///
     /// ```

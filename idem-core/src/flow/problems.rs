@@ -3,14 +3,14 @@
 //! of the runtime's ([`Idempotency::problem`]), whose `type` URI follows its configuration.
 
 use axum::response::{IntoResponse, Response};
+use idem_protocol::key::KeyError;
 
 use crate::{
-    Idempotency,
     fingerprint::FingerprintAlgorithm,
-    key::KeyError,
     observe::{self, Outcome},
     policy::Policy,
     problem::ProblemKind,
+    runtime::Idempotency,
     scope::{Route, Scope},
 };
 
@@ -32,10 +32,15 @@ pub(crate) fn key_malformed(idem: &Idempotency, route: &Route, error: &KeyError)
     refuse(idem, route, ProblemKind::KeyMalformed, error.to_string())
 }
 
-/// 413: the body is over axum's `DefaultBodyLimit`.
-pub(crate) fn body_too_large(idem: &Idempotency, route: &Route) -> Response {
-    let detail = "the request body is larger than this endpoint accepts";
-    refuse(idem, route, ProblemKind::BodyTooLarge, detail.to_owned())
+/// 413: the body is over axum's `DefaultBodyLimit`, which is `limit` if it is known.
+pub(crate) fn body_too_large(idem: &Idempotency, route: &Route, limit: Option<usize>) -> Response {
+    let detail = match limit {
+        Some(limit) => {
+            format!("the request body is larger than this endpoint accepts: at most {limit} bytes")
+        }
+        None => "the request body is larger than this endpoint accepts".to_owned(),
+    };
+    refuse(idem, route, ProblemKind::BodyTooLarge, detail)
 }
 
 /// 400: the body could not be read to its end.
@@ -134,7 +139,7 @@ pub(crate) fn claim_failed(idem: &Idempotency, policy: &Policy) -> Response {
 pub(crate) fn store_unavailable(
     idem: &Idempotency,
     policy: &Policy,
-    detail: &'static str,
+    detail: impl Into<std::borrow::Cow<'static, str>>,
 ) -> Response {
     idem.problem(ProblemKind::StoreUnavailable, detail)
         .with_retry_after(policy.retry_after)
@@ -155,6 +160,33 @@ pub(crate) enum Released {
     Blocked,
 }
 
+impl Released {
+    /// What became of the key, in the client's words.
+    fn explained(self) -> &'static str {
+        match self {
+            Self::Now => "the Idempotency-Key was released, so retrying it runs the request again",
+            Self::Later => {
+                "the idempotency store did not answer, so the Idempotency-Key is still held; it \
+                 will be released as soon as the store answers again, and a retry after that \
+                 runs the request again"
+            }
+            Self::TakenOver => {
+                "another request with this Idempotency-Key took it over meanwhile; retrying it \
+                 gets that request's result"
+            }
+            Self::Blocked => {
+                "the idempotency store refused to release the Idempotency-Key, so it stays \
+                 blocked until its lease lapses"
+            }
+        }
+    }
+
+    /// Whether a retry must wait: the key is still held.
+    fn retry_later(self) -> bool {
+        matches!(self, Self::Later | Self::Blocked)
+    }
+}
+
 /// 500: the handler failed (`why`), and what became of its key.
 pub(crate) fn handler_failed(
     idem: &Idempotency,
@@ -162,36 +194,27 @@ pub(crate) fn handler_failed(
     why: &str,
     released: Released,
 ) -> Response {
-    let (key, retry_after) = match released {
-        Released::Now => (
-            "the Idempotency-Key was released, so retrying it runs the request again",
-            false,
-        ),
-        Released::Later => (
-            "the idempotency store did not answer, so the Idempotency-Key is still held; it will \
-             be released as soon as the store answers again, and a retry after that runs the \
-             request again",
-            true,
-        ),
-        Released::TakenOver => (
-            "another request with this Idempotency-Key took it over meanwhile; retrying it gets \
-             that request's result",
-            false,
-        ),
-        Released::Blocked => (
-            "the idempotency store refused to release the Idempotency-Key, so it stays blocked \
-             until its lease lapses",
-            true,
-        ),
-    };
     let problem = idem.problem(
         ProblemKind::HandlerFailed,
-        format!("the request failed unexpectedly ({why}); {key}"),
+        format!(
+            "the request failed unexpectedly ({why}); {}",
+            released.explained()
+        ),
     );
-    if retry_after {
+    if released.retry_later() {
         problem.with_retry_after(policy.retry_after)
     } else {
         problem
     }
     .into_response()
+}
+
+/// 503: the handler's transaction could not commit and rolled back, and what became of its
+/// key.
+pub(crate) fn rolled_back(idem: &Idempotency, policy: &Policy, released: Released) -> Response {
+    let detail = format!(
+        "the request's transaction could not commit and was rolled back: nothing was stored; {}",
+        released.explained()
+    );
+    store_unavailable(idem, policy, detail)
 }

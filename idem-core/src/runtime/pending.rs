@@ -4,7 +4,7 @@
 //! run and its client may have seen the response. The runtime keeps the record here while a
 //! background task retries the completion (see [`background`](super::background)), and answers
 //! retries of the key that reach this process from this copy, as the store would: a replay
-//! for the same request, 422 for another. Without it a retry would find the key in flight and
+//! for the same request, 422 for another ([`Idempotency::own_copy`]). Without it a retry would find the key in flight and
 //! get 409 until the store came back, and after the lease lapsed run the operation again.
 //!
 //! The map is empty unless a store has failed; a request checks one atomic counter and never
@@ -18,19 +18,30 @@ use std::{
     },
 };
 
-use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey, store::LeaseToken};
+use super::Idempotency;
+use crate::{
+    fingerprint::Fingerprint,
+    replay::StoredResponse,
+    scope::StoreKey,
+    store::{ClaimOutcome, LeaseToken},
+};
 
-/// The answer the process's own copy gives to a request for its key.
-#[derive(Debug)]
-pub(crate) enum PendingAnswer {
-    /// The same request: replay this response.
-    Replay(StoredResponse),
-    /// Another request under the same key.
-    Mismatch(Fingerprint),
+impl Idempotency {
+    /// What this process's own copy of `key`'s result, if it keeps one, answers a request with
+    /// `fingerprint`, as the store would once it has the result: completed (a replay), or a
+    /// mismatch.
+    pub(crate) fn own_copy(
+        &self,
+        key: &StoreKey,
+        fingerprint: &Fingerprint,
+    ) -> Option<ClaimOutcome> {
+        self.pending().outcome(key, fingerprint)
+    }
 }
 
+/// The results this process keeps until the store takes them.
 #[derive(Default)]
-pub(crate) struct Pending {
+pub(super) struct Pending {
     /// The number of records in `records`, read without the lock.
     count: AtomicUsize,
     records: Mutex<HashMap<StoreKey, PendingRecord>>,
@@ -45,7 +56,7 @@ struct PendingRecord {
 impl Pending {
     /// Keeps `response` as the result of `key`, held under `token`, until
     /// [`remove`](Self::remove).
-    pub(crate) fn insert(
+    pub(super) fn insert(
         &self,
         key: StoreKey,
         token: LeaseToken,
@@ -64,7 +75,7 @@ impl Pending {
     }
 
     /// Forgets the copy of `key` kept under `token` (the store took it, or gave up).
-    pub(crate) fn remove(&self, key: &StoreKey, token: LeaseToken) {
+    pub(super) fn remove(&self, key: &StoreKey, token: LeaseToken) {
         let mut records = self.lock();
         if records.get(key).is_some_and(|record| record.token == token) {
             records.remove(key);
@@ -73,25 +84,23 @@ impl Pending {
     }
 
     /// What the copy of `key`, if there is one, answers to a request with `fingerprint`.
-    pub(crate) fn answer(
-        &self,
-        key: &StoreKey,
-        fingerprint: &Fingerprint,
-    ) -> Option<PendingAnswer> {
+    fn outcome(&self, key: &StoreKey, fingerprint: &Fingerprint) -> Option<ClaimOutcome> {
         if self.count.load(Ordering::SeqCst) == 0 {
             return None;
         }
         let records = self.lock();
         let record = records.get(key)?;
         Some(if record.fingerprint == *fingerprint {
-            PendingAnswer::Replay(record.response.clone())
+            ClaimOutcome::Completed(record.response.clone())
         } else {
-            PendingAnswer::Mismatch(record.fingerprint)
+            ClaimOutcome::Mismatch {
+                stored_algorithm: Some(record.fingerprint.algorithm()),
+            }
         })
     }
 
     /// How many results are waiting for the store.
-    pub(crate) fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.count.load(Ordering::SeqCst)
     }
 
@@ -126,22 +135,24 @@ mod tests {
         let token = LeaseToken::random();
         let response =
             StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from("tr_1"));
-        assert!(pending.answer(&key, &fingerprint(b"a")).is_none());
+        assert!(pending.outcome(&key, &fingerprint(b"a")).is_none());
         pending.insert(key, token, fingerprint(b"a"), response.clone());
         assert_eq!(pending.len(), 1);
+        assert_eq!(
+            pending.outcome(&key, &fingerprint(b"a")),
+            Some(ClaimOutcome::Completed(response))
+        );
         assert!(matches!(
-            pending.answer(&key, &fingerprint(b"a")),
-            Some(PendingAnswer::Replay(replay)) if replay == response
-        ));
-        assert!(matches!(
-            pending.answer(&key, &fingerprint(b"b")),
-            Some(PendingAnswer::Mismatch(_))
+            pending.outcome(&key, &fingerprint(b"b")),
+            Some(ClaimOutcome::Mismatch {
+                stored_algorithm: Some(_)
+            })
         ));
         // Another token's removal leaves it: only its own background task removes a copy.
         pending.remove(&key, LeaseToken::random());
         assert_eq!(pending.len(), 1);
         pending.remove(&key, token);
         assert_eq!(pending.len(), 0);
-        assert!(pending.answer(&key, &fingerprint(b"a")).is_none());
+        assert!(pending.outcome(&key, &fingerprint(b"a")).is_none());
     }
 }

@@ -1,5 +1,10 @@
 //! [`Idempotency`]: the runtime one service shares, with its store and its running handlers.
 //!
+//! The runtime is the one way to the store: every call the crate makes to it goes through
+//! [`calls`] (under the store timeout), and what a request leaves behind when the store does
+//! not answer (a completion or a release to retry, a result to answer retries from) is the
+//! runtime's own state, in [`background`] and [`pending`].
+//!
 //! ```
 //! use axum::{Extension, Router};
 //! use idem_core::{Idempotency, MemoryStore};
@@ -21,32 +26,35 @@ use std::{
     time::Duration,
 };
 
+mod background;
+mod calls;
+mod pending;
+
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use self::pending::Pending;
 use crate::{
-    flow::pending::Pending,
     problem::{Problem, ProblemKind},
-    replay::StoredResponse,
-    scope::StoreKey,
     scope::{PrincipalExtension, ResolvePrincipal},
-    store::{Claim, ClaimOutcome, LeaseToken, MemoryStore, Store, StoreError},
+    store::{MemoryStore, Store},
 };
 
 /// The idempotency runtime of a service: its store, how principals are found, and the
 /// handlers it is running. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct Idempotency {
-    inner: Arc<Inner>,
+    state: Arc<RuntimeState>,
 }
 
-struct Inner {
+/// What the clones of one runtime share.
+struct RuntimeState {
     store: Arc<dyn Store>,
     resolver: Box<dyn ResolvePrincipal>,
     store_timeout: Duration,
     shutdown_timeout: Duration,
     /// Handlers running, inline in their request or detached from it.
     tasks: TaskTracker,
-    /// Store calls retried after their request was answered (see `flow::background`).
+    /// Store calls retried after their request was answered (see [`background`]).
     background: TaskTracker,
     /// Stops the background calls at the end of a shutdown; replaced by a fresh token then,
     /// so that a runtime shared by two servers keeps working.
@@ -83,12 +91,12 @@ impl Idempotency {
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.inner.store
+        &self.state.store
     }
 
     /// How the runtime finds the principal of a request.
     pub fn resolver(&self) -> &dyn ResolvePrincipal {
-        &*self.inner.resolver
+        &*self.state.resolver
     }
 
     /// The number of requests the runtime is taking through its flow now, those whose client
@@ -96,14 +104,14 @@ impl Idempotency {
     /// being written. Requests that the layer lets through untouched (safe methods) are not
     /// counted. [`shutdown`](Self::shutdown) waits for all of them.
     pub fn running(&self) -> usize {
-        self.inner.tasks.len()
+        self.state.tasks.len()
     }
 
     /// The number of results of handlers that ran whose completion the store has not taken
     /// yet: the store failed when they finished, and the runtime retries in the background.
     /// Meanwhile this process answers retries of their keys from its own copy.
     pub fn pending_completions(&self) -> usize {
-        self.inner.pending.len()
+        self.state.pending.len()
     }
 
     /// Waits until every handler that is running has finished and stored its result. Call
@@ -131,50 +139,50 @@ impl Idempotency {
     /// # Ok(()) }
     /// ```
     pub fn shutdown(&self) -> impl Future<Output = ()> + Send + 'static {
-        let inner = Arc::clone(&self.inner);
-        inner.tasks.close();
+        let state = Arc::clone(&self.state);
+        state.tasks.close();
         async move {
-            inner.tasks.wait().await;
+            state.tasks.wait().await;
             // The tracker stays usable: a runtime shared by two servers keeps working.
-            inner.tasks.reopen();
+            state.tasks.reopen();
             // Every handler has finished, so no new background call can start from here on.
-            inner.background.close();
-            if tokio::time::timeout(inner.shutdown_timeout, inner.background.wait())
+            state.background.close();
+            if tokio::time::timeout(state.shutdown_timeout, state.background.wait())
                 .await
                 .is_err()
             {
                 let stop = std::mem::take(
-                    &mut *inner
+                    &mut *state
                         .background_stop
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner),
                 );
                 stop.cancel();
-                inner.background.wait().await;
+                state.background.wait().await;
             }
-            inner.background.reopen();
+            state.background.reopen();
         }
     }
 
     pub(crate) fn tasks(&self) -> &TaskTracker {
-        &self.inner.tasks
+        &self.state.tasks
     }
 
-    pub(crate) fn background(&self) -> &TaskTracker {
-        &self.inner.background
+    fn background(&self) -> &TaskTracker {
+        &self.state.background
     }
 
     /// The token that stops the background calls started now.
-    pub(crate) fn background_stop(&self) -> CancellationToken {
-        self.inner
+    fn background_stop(&self) -> CancellationToken {
+        self.state
             .background_stop
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    pub(crate) fn pending(&self) -> &Pending {
-        &self.inner.pending
+    fn pending(&self) -> &Pending {
+        &self.state.pending
     }
 
     /// A Problem of `kind`, whose `type` URI starts with the runtime's base.
@@ -184,7 +192,7 @@ impl Idempotency {
         detail: impl Into<Cow<'static, str>>,
     ) -> Problem {
         let problem = Problem::new(kind, detail);
-        match &self.inner.problem_type_base {
+        match &self.state.problem_type_base {
             Some(base) => problem.with_type_base(Arc::clone(base)),
             None => problem,
         }
@@ -193,51 +201,14 @@ impl Idempotency {
     /// Whether this is the first request without a principal this runtime has seen.
     pub(crate) fn first_missing_principal(&self) -> bool {
         !self
-            .inner
+            .state
             .missing_principal_explained
             .swap(true, Ordering::Relaxed)
     }
 
     /// The most time one store call may take.
     pub(crate) fn store_timeout(&self) -> Duration {
-        self.inner.store_timeout
-    }
-
-    /// Claims through the store, at once when it can answer at once
-    /// ([`Store::claim_now`]), else under the runtime's timeout.
-    pub(crate) async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        match self.store().claim_now(claim) {
-            Some(answer) => answer,
-            None => self.call_store(self.store().claim(claim)).await,
-        }
-    }
-
-    /// Completes through the store, at once when it can ([`Store::complete_now`]).
-    pub(crate) async fn complete(
-        &self,
-        key: &StoreKey,
-        token: LeaseToken,
-        response: &StoredResponse,
-        ttl: Duration,
-    ) -> Result<(), StoreError> {
-        match self.store().complete_now(key, token, response, ttl) {
-            Some(answer) => answer,
-            None => {
-                self.call_store(self.store().complete(key, token, response, ttl))
-                    .await
-            }
-        }
-    }
-
-    /// Runs one store call under the runtime's timeout, so no store can hang a request.
-    pub(crate) async fn call_store<T>(
-        &self,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let timeout = self.inner.store_timeout;
-        tokio::time::timeout(timeout, call)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(timeout)))
+        self.state.store_timeout
     }
 }
 
@@ -251,8 +222,8 @@ impl Default for Idempotency {
 impl fmt::Debug for Idempotency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Idempotency")
-            .field("store", &self.inner.store)
-            .field("store_timeout", &self.inner.store_timeout)
+            .field("store", &self.state.store)
+            .field("store_timeout", &self.state.store_timeout)
             .field("running", &self.running())
             .field("pending_completions", &self.pending_completions())
             .finish_non_exhaustive()
@@ -281,7 +252,7 @@ impl IdempotencyBuilder {
     }
 
     /// How the principal of a request is found (by default, [`PrincipalExtension`]: the
-    /// [`Principal`](crate::Principal) extension for user scopes).
+    /// [`Principal`](crate::scope::Principal) extension for user scopes).
     pub fn principal_resolver(mut self, resolver: impl ResolvePrincipal) -> Self {
         self.resolver = Box::new(resolver);
         self
@@ -323,7 +294,7 @@ impl IdempotencyBuilder {
     /// Builds the runtime.
     pub fn build(self) -> Idempotency {
         Idempotency {
-            inner: Arc::new(Inner {
+            state: Arc::new(RuntimeState {
                 store: self.store,
                 resolver: self.resolver,
                 store_timeout: self.store_timeout,

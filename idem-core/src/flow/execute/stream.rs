@@ -26,7 +26,7 @@ use http_body::Frame;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-use super::execute::Execution;
+use super::Execution;
 use crate::{
     observe::Outcome,
     replay::{

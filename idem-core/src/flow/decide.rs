@@ -1,29 +1,40 @@
-//! The claim: one atomic store call that gives the key to this request, or answers with the
-//! record that is already there (a replay, 409, 422).
+//! Step 5, the decision: one atomic claim of the store gives the key to this request, or
+//! answers with the record that is already there (a replay, 409, 422).
 
 use std::time::Duration;
 
 use axum::response::Response;
 use tokio::time::Instant;
 
-use super::{answer, background, pending::PendingAnswer};
+use super::problems;
 use crate::{
-    Idempotency,
     fingerprint::{Fingerprint, FingerprintAlgorithm},
     observe::{self, Outcome},
     policy::{OnConflict, OnStoreError, Policy},
+    replay::StoredResponse,
+    runtime::Idempotency,
     scope::{Route, StoreKey},
     store::{Claim, ClaimOutcome, LeaseToken},
 };
 
-/// What the claim decided.
-pub(super) enum Claimed {
-    /// The key is this request's under this token: run the handler.
-    Yes(LeaseToken),
-    /// A replay or a refusal.
-    Answer(Response),
+/// What becomes of a request, once the store has answered its claim.
+pub(super) enum Decision {
+    /// The key is this request's: run the handler.
+    Run(Lease),
+    /// Answer this instead of running the handler: a replay or a refusal.
+    Respond(Response),
     /// The store failed and the policy says to run the handler without a record.
-    WithoutRecord,
+    RunWithoutRecord,
+}
+
+/// The key as this request holds it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lease {
+    /// The token the claim holds the key under; every later write of the key is fenced by it.
+    pub(super) token: LeaseToken,
+    /// How long the in-flight record lives in the store ([`Claim::in_flight_lifetime`]):
+    /// past it, a write that never landed has nothing left to settle.
+    pub(super) lifetime: Duration,
 }
 
 /// How long a waiting request sleeps between claims, at first and at most.
@@ -32,15 +43,24 @@ const LONGEST_PAUSE: Duration = Duration::from_millis(100);
 
 /// Claims `key` for a request with `fingerprint`. With `OnConflict::Wait`, a key in flight is
 /// claimed again, with a growing pause, until it is free or completed or the wait is over.
-pub(super) async fn claim(
+pub(super) async fn decide(
     idem: &Idempotency,
     policy: &Policy,
     key: &StoreKey,
     fingerprint: &Fingerprint,
     route: &Route,
-) -> Claimed {
-    if let Some(answer) = from_this_process(idem, key, fingerprint, route) {
-        return Claimed::Answer(answer);
+) -> Decision {
+    // A result this process ran, which the store has not taken yet: the store still shows its
+    // key in flight, and the process knows better.
+    match idem.own_copy(key, fingerprint) {
+        Some(ClaimOutcome::Completed(stored)) => {
+            let source = "from this process's copy; the store has not taken it yet";
+            return replay(idem, stored, route, key, source);
+        }
+        Some(ClaimOutcome::Mismatch { stored_algorithm }) => {
+            return Decision::Respond(mismatch(idem, route, key, fingerprint, stored_algorithm));
+        }
+        _ => {}
     }
     let deadline = match policy.on_conflict {
         OnConflict::Reject => None,
@@ -50,8 +70,8 @@ pub(super) async fn claim(
     loop {
         // A waiting request claims again rather than only looking: if the first request
         // released its key or its lease lapsed meanwhile, this one takes over at once.
-        match claim_once(idem, policy, key, fingerprint, route).await {
-            Attempt::Decided(claimed) => return claimed,
+        match attempt(idem, policy, key, fingerprint, route).await {
+            Attempt::Decided(decision) => return decision,
             Attempt::InFlight => {
                 let now = Instant::now();
                 match deadline {
@@ -66,7 +86,7 @@ pub(super) async fn claim(
                             Outcome::Conflict,
                             &"the first request is in flight",
                         );
-                        return Claimed::Answer(answer::in_flight(idem, policy));
+                        return Decision::Respond(problems::in_flight(idem, policy));
                     }
                 }
             }
@@ -74,41 +94,14 @@ pub(super) async fn claim(
     }
 }
 
-/// The answer of a result of this process that the store has not taken yet: the store still
-/// shows its key in flight, and the process knows better.
-fn from_this_process(
-    idem: &Idempotency,
-    key: &StoreKey,
-    fingerprint: &Fingerprint,
-    route: &Route,
-) -> Option<Response> {
-    match idem.pending().answer(key, fingerprint)? {
-        PendingAnswer::Replay(stored) => {
-            record(
-                route,
-                key,
-                Outcome::Replayed,
-                &"replayed from this process's copy; the store has not taken it yet",
-            );
-            Some(stored.into_replay_with(|kind, detail| idem.problem(kind, detail)))
-        }
-        PendingAnswer::Mismatch(stored) => Some(mismatch(
-            idem,
-            route,
-            key,
-            fingerprint,
-            Some(stored.algorithm()),
-        )),
-    }
-}
-
+/// What one claim of the store came to.
 enum Attempt {
-    Decided(Claimed),
+    Decided(Decision),
     InFlight,
 }
 
 /// One claim of the store.
-async fn claim_once(
+async fn attempt(
     idem: &Idempotency,
     policy: &Policy,
     key: &StoreKey,
@@ -145,25 +138,45 @@ async fn claim_once(
                 &error,
             );
             return Attempt::Decided(match policy.on_store_error {
-                OnStoreError::Fail => Claimed::Answer(answer::claim_failed(idem, policy)),
-                OnStoreError::RunWithoutRecord => Claimed::WithoutRecord,
+                OnStoreError::Fail => Decision::Respond(problems::claim_failed(idem, policy)),
+                OnStoreError::RunWithoutRecord => Decision::RunWithoutRecord,
             });
         }
     };
-    Attempt::Decided(match outcome {
+    match outcome {
         ClaimOutcome::Claimed => {
             record(route, key, Outcome::Claimed, &"running the handler");
-            Claimed::Yes(claim.token)
+            Attempt::Decided(Decision::Run(Lease {
+                token: claim.token,
+                lifetime: claim.in_flight_lifetime(),
+            }))
         }
+        ClaimOutcome::InFlight => Attempt::InFlight,
         ClaimOutcome::Completed(stored) => {
-            record(route, key, Outcome::Replayed, &stored.status());
-            Claimed::Answer(stored.into_replay_with(|kind, detail| idem.problem(kind, detail)))
+            Attempt::Decided(replay(idem, stored, route, key, "from the store"))
         }
-        ClaimOutcome::Mismatch { stored_algorithm } => {
-            Claimed::Answer(mismatch(idem, route, key, fingerprint, stored_algorithm))
-        }
-        ClaimOutcome::InFlight => return Attempt::InFlight,
-    })
+        ClaimOutcome::Mismatch { stored_algorithm } => Attempt::Decided(Decision::Respond(
+            mismatch(idem, route, key, fingerprint, stored_algorithm),
+        )),
+    }
+}
+
+/// The replay of a completed record; `source` says where it was found, for the log.
+fn replay(
+    idem: &Idempotency,
+    stored: StoredResponse,
+    route: &Route,
+    key: &StoreKey,
+    source: &str,
+) -> Decision {
+    let status = stored.status();
+    record(
+        route,
+        key,
+        Outcome::Replayed,
+        &format_args!("{status}, {source}"),
+    );
+    Decision::Respond(stored.into_replay_with(|kind, detail| idem.problem(kind, detail)))
 }
 
 /// A claim sent to the store and not answered yet: its outcome is unknown until the store
@@ -204,8 +217,7 @@ impl<'a> UnansweredClaim<'a> {
 impl Drop for UnansweredClaim<'_> {
     fn drop(&mut self) {
         if self.armed {
-            background::release_unanswered_claim(
-                self.idem,
+            self.idem.release_unanswered_claim(
                 self.key,
                 self.token,
                 self.lifetime,
@@ -235,7 +247,7 @@ fn mismatch(
         ),
     };
     record(route, key, Outcome::Mismatch, &detail);
-    answer::key_reused(idem, ours, stored)
+    problems::key_reused(idem, ours, stored)
 }
 
 fn record(route: &Route, key: &StoreKey, outcome: Outcome, detail: &dyn std::fmt::Display) {

@@ -15,13 +15,17 @@
 //! These tasks are not the request's: a client that disconnects does not cancel them. At
 //! shutdown, [`Idempotency::shutdown`] waits for them for a bounded time, then stops them and
 //! logs each one that did not land.
+//!
+//! A completion retried here keeps its result in the runtime's own copies meanwhile
+//! ([`Pending`](super::pending::Pending)), from which this process answers retries of its key.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Idempotency;
 use crate::{
-    Idempotency,
+    fingerprint::Fingerprint,
     observe::{self, Outcome},
     replay::StoredResponse,
     scope::{Route, StoreKey},
@@ -54,67 +58,64 @@ impl Write {
         key: &StoreKey,
         token: LeaseToken,
     ) -> Result<(), StoreError> {
-        let store = idem.store();
         match self {
-            Self::ReleaseUnanswered { .. } | Self::Release => {
-                idem.call_store(store.release(key, token)).await
-            }
+            Self::ReleaseUnanswered { .. } | Self::Release => idem.release(key, token).await,
             Self::Complete { record, ttl } => idem.complete(key, token, record, *ttl).await,
         }
     }
 }
 
-/// Releases `key` under `token`, a claim whose answer was lost, in the background.
-///
-/// The claim may have landed or not, and may still be landing: the store is asked until it
-/// has had the runtime's store timeout to finish it, then until it answers. `lifetime`
-/// bounds the retries: after it the in-flight record has expired in the store anyway.
-pub(crate) fn release_unanswered_claim(
-    idem: &Idempotency,
-    key: StoreKey,
-    token: LeaseToken,
-    lifetime: Duration,
-    route: Route,
-) {
-    let settled_at = Instant::now() + idem.store_timeout();
-    let write = Write::ReleaseUnanswered { settled_at };
-    spawn(idem, key, token, write, lifetime, route);
-}
+impl Idempotency {
+    /// Releases `key` under `token`, a claim whose answer was lost, in the background.
+    ///
+    /// The claim may have landed or not, and may still be landing: the store is asked until it
+    /// has had the runtime's store timeout to finish it, then until it answers. `lifetime`
+    /// bounds the retries: after it the in-flight record has expired in the store anyway.
+    pub(crate) fn release_unanswered_claim(
+        &self,
+        key: StoreKey,
+        token: LeaseToken,
+        lifetime: Duration,
+        route: Route,
+    ) {
+        let settled_at = Instant::now() + self.store_timeout();
+        let write = Write::ReleaseUnanswered { settled_at };
+        spawn(self, key, token, write, lifetime, route);
+    }
 
-/// Releases `key` under `token` in the background, retrying until the store answers.
-///
-/// `lifetime` bounds the retries: after it the in-flight record has expired in the store
-/// anyway. Used for a release that failed after the handler, and to settle a commit whose
-/// outcome is unknown.
-pub(crate) fn release(
-    idem: &Idempotency,
-    key: StoreKey,
-    token: LeaseToken,
-    lifetime: Duration,
-    route: Route,
-) {
-    spawn(idem, key, token, Write::Release, lifetime, route);
-}
+    /// Releases `key` under `token` in the background, retrying until the store answers.
+    ///
+    /// `lifetime` bounds the retries: after it the in-flight record has expired in the store
+    /// anyway. Used for a release that failed after the handler, and to settle a commit whose
+    /// outcome is unknown.
+    pub(crate) fn release_later(
+        &self,
+        key: StoreKey,
+        token: LeaseToken,
+        lifetime: Duration,
+        route: Route,
+    ) {
+        spawn(self, key, token, Write::Release, lifetime, route);
+    }
 
-/// Completes `key` under `token` with `record` in the background, retrying until the store
-/// takes it or `ttl` has passed. Until then the runtime answers retries of the key in this
-/// process from its own copy (see [`Pending`](super::pending::Pending)).
-pub(crate) fn complete(
-    idem: &Idempotency,
-    key: StoreKey,
-    token: LeaseToken,
-    record: StoredResponse,
-    ttl: Duration,
-    route: Route,
-) {
-    spawn(
-        idem,
-        key,
-        token,
-        Write::Complete { record, ttl },
-        ttl,
-        route,
-    );
+    /// Keeps `record`, the result of the request with `fingerprint` that holds `key` under
+    /// `token`, as this process's own copy, and completes the key with it in the background,
+    /// retrying until the store takes it or `ttl` has passed. Until then the runtime answers
+    /// retries of the key in this process from its copy ([`own_copy`](Self::own_copy)).
+    pub(crate) fn complete_later(
+        &self,
+        key: StoreKey,
+        token: LeaseToken,
+        fingerprint: Fingerprint,
+        record: StoredResponse,
+        ttl: Duration,
+        route: Route,
+    ) {
+        self.pending()
+            .insert(key, token, fingerprint, record.clone());
+        let write = Write::Complete { record, ttl };
+        spawn(self, key, token, write, ttl, route);
+    }
 }
 
 fn spawn(
@@ -126,23 +127,23 @@ fn spawn(
     route: Route,
 ) {
     let route_for_log = route.as_str().to_owned();
-    let runtime = idem.clone();
+    let owner = idem.clone();
     let stop = idem.background_stop();
     let work = async move {
         let deadline = Instant::now() + lifetime;
         let outcome = tokio::select! {
-            outcome = retry(&runtime, &key, token, &write, deadline) => Some(outcome),
+            outcome = retry(&owner, &key, token, &write, deadline) => Some(outcome),
             () = stop.cancelled() => None,
         };
         if let Write::Complete { .. } = write {
-            runtime.pending().remove(&key, token);
+            owner.pending().remove(&key, token);
         }
         report(&write, outcome, route.as_str(), &key);
     };
-    // A flow dropped outside a runtime (its runtime shut down) lands here from a guard's
-    // drop: there is nothing left to spawn on, and panicking in a drop would abort.
+    // A flow dropped outside a tokio runtime (it shut down) lands here from a guard's drop:
+    // there is nothing left to spawn on, and panicking in a drop would abort.
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(idem.background().spawn_on(work, &runtime)),
+        Ok(tokio_handle) => drop(idem.background().spawn_on(work, &tokio_handle)),
         Err(_) => tracing::error!(
             route = route_for_log,
             "idempotency: a store write was abandoned: no tokio runtime is left to run it"

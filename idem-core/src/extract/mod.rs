@@ -1,5 +1,9 @@
-//! What a replay checks: which of a handler's extractors run again before a stored response
-//! is answered.
+//! The request-facing side of idempotency: what a replay checks ([`PureBody`]), and, with the
+//! feature `postgres`, the request's database transaction ([`Tx`]).
+//!
+//! # What a replay checks
+//!
+//! Which of a handler's extractors run again before a stored response is answered.
 //!
 //! A stored response is handed out only to a request that passed every check that guarded
 //! the first execution. Under `#[idempotent]`:
@@ -21,7 +25,7 @@
 //! handler. Put every check that decides whether a request may have the result (who sends
 //! it, whether it is signed) in an extractor.
 //!
-//! # A signed webhook
+//! ## A signed webhook
 //!
 //! A body signature is a check over the raw body, so it lives in a body extractor. Written
 //! the natural way, as a `FromRequest` of its own, it is a guard with no annotation: a
@@ -68,7 +72,7 @@
 //! a check in the body) would not protect the stored result: `Bytes` is pure, the handler
 //! does not run on a replay, and nothing would check the retry's signature.
 //!
-//! # Your own pure extractor
+//! ## Your own pure extractor
 //!
 //! An extractor that only parses and validates the body, as `Json` does, can implement
 //! [`PureBody`] so that replays skip it:
@@ -97,12 +101,19 @@
 //! impl idem_core::PureBody for Numbers {}
 //! ```
 
+#[cfg(feature = "postgres")]
+mod transaction;
+
 use axum::{
     Form, Json,
     body::{Body, Bytes},
     extract::RawForm,
 };
 use bytes::BytesMut;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use self::transaction::{Tx, TxError, TxErrorKind};
 
 /// A body extractor that only parses the request body: `#[idempotent]` skips it on a replay.
 ///

@@ -1,0 +1,82 @@
+//! The attribute's [`Endpoint`]: the checks an annotated handler's extractors make, and how
+//! the handler is called.
+
+use std::{future::Future, marker::PhantomData};
+
+use axum::{body::Body, extract::Request, response::Response};
+use bytes::Bytes;
+use http::request::Parts;
+
+use super::{
+    arguments::{Arguments, FromRequestArgs},
+    handler::HandlerFn,
+};
+use crate::{flow::Endpoint, replay::NoStore};
+
+/// An annotated handler with its state: the attribute's [`Endpoint`].
+///
+/// Every check that guards the handler runs before the claim, so that a replay is answered
+/// only to a request that passed them again: the extractors that read only the parts (one of
+/// them may be the authentication that names the principal), then a body extractor that is a
+/// guard (a signature over the body). Their rejections touch nothing. A pure body extractor
+/// runs after the claim, so that a replay does not pay for parsing a body it will not use;
+/// its rejection (bad JSON, a failed validation) releases the key, and the client may fix the
+/// body and retry the key.
+pub(super) struct Annotated<F, S, M> {
+    pub(super) call: F,
+    pub(super) state: S,
+    pub(super) last_runs_on_replay: bool,
+    pub(super) marker: PhantomData<fn() -> M>,
+}
+
+impl<F, S, M> Endpoint for Annotated<F, S, M>
+where
+    F: HandlerFn,
+    F::Args: FromRequestArgs<S, M>,
+    S: Send + Sync + 'static,
+    M: 'static,
+{
+    type Head = <F::Args as FromRequestArgs<S, M>>::Head;
+    type Prepared = Arguments<F::Args, S, M>;
+
+    fn head(&self, parts: &mut Parts) -> impl Future<Output = Result<Self::Head, Response>> + Send {
+        F::Args::head(parts, &self.state)
+    }
+
+    fn prepare(
+        &self,
+        head: Self::Head,
+        parts: Parts,
+        body: Bytes,
+    ) -> impl Future<Output = Result<Self::Prepared, Response>> + Send {
+        F::Args::guard(
+            head,
+            parts,
+            Body::from(body),
+            &self.state,
+            self.last_runs_on_replay,
+        )
+    }
+
+    async fn call(self, arguments: Self::Prepared) -> Response {
+        match arguments.finish(&self.state).await {
+            Ok(args) => self.call.call_with(args).await,
+            Err(mut rejection) => {
+                rejection.extensions_mut().insert(NoStore);
+                rejection
+            }
+        }
+    }
+
+    async fn call_without_key(self, request: Request) -> Response {
+        let (mut parts, body) = request.into_parts();
+        let args = match F::Args::head(&mut parts, &self.state).await {
+            Ok(head) => F::Args::tail(head, parts, body, &self.state).await,
+            Err(rejection) => Err(rejection),
+        };
+        match args {
+            Ok(args) => self.call.call_with(args).await,
+            Err(rejection) => rejection,
+        }
+    }
+}

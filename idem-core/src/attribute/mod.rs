@@ -1,0 +1,148 @@
+//! The `#[idempotent]` door: an annotated axum handler, taken through the runtime's flow.
+//!
+//! An annotated handler becomes a constant of type [`Idempotent<F>`], where `F` is a `fn`
+//! pointer type: the handler's argument types and its output, boxed
+//! (`fn(State<Db>, Json<New>) -> HandlerFuture<Payment>`). [`Idempotent`] implements axum's
+//! `Handler`, so the route names it as before (`post(create_payment)`), and axum checks the
+//! extractors against the router's state where the route is added, as it does for a plain
+//! handler. It also dereferences to `F`, so a test calls it as it would call the function:
+//! `create_payment(State(db), Json(new)).await`.
+//!
+//! - [`handler`]: the handler's boxed future, and calling it through its `fn` pointer.
+//! - [`arguments`]: extracting its arguments in two steps around the claim of the key.
+//! - [`last_argument`]: whether its last argument is a guard that runs before every replay.
+//! - [`endpoint`]: the attribute's [`Endpoint`](crate::flow::Endpoint), what it supplies to
+//!   the flow.
+//!
+//! Nothing here is public API: the expansion names these items through `__private`.
+
+// A refusal or an extractor's rejection is a `Response`, returned once per request; boxing it
+// would cost an allocation on every refused request to save stack space nobody misses.
+#![allow(clippy::result_large_err)]
+
+pub(crate) mod arguments;
+mod endpoint;
+pub(crate) mod handler;
+pub(crate) mod last_argument;
+
+use std::{fmt, marker::PhantomData, ops::Deref};
+
+use axum::{
+    extract::Request,
+    handler::Handler,
+    response::{IntoResponse, Response},
+};
+
+use self::{arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn};
+use crate::{
+    flow::{self, RequestFuture},
+    policy::Policy,
+    problem::{Problem, ProblemKind},
+    runtime::Idempotency,
+    scope::Route,
+};
+
+/// An annotated handler: its policy and its original body, called through the `fn` pointer
+/// `F`.
+pub struct Idempotent<F> {
+    policy: Policy,
+    call: F,
+    last_runs_on_replay: fn() -> bool,
+}
+
+impl<F> Idempotent<F> {
+    /// The handler for `policy`, running `call` once its arguments are extracted.
+    /// `last_runs_on_replay` says whether the last argument is extracted before the claim,
+    /// on every request (see [`LastArgument::runs_on_replay`](last_argument::LastArgument)).
+    ///
+    /// An invalid policy is a compile error where the constant is defined: this is where
+    /// `#[idempotent]` and [`Policy::validate`] share their rules.
+    pub const fn new(policy: Policy, call: F, last_runs_on_replay: fn() -> bool) -> Self {
+        if let Err(error) = policy.validate() {
+            panic!("{}", error.summary());
+        }
+        Self {
+            policy,
+            call,
+            last_runs_on_replay,
+        }
+    }
+
+    /// The handler's policy, for tests of what the attribute expands to.
+    pub const fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Whether the last argument runs before every replay (a guard or a parts extractor)
+    /// rather than only before the handler (a [`PureBody`](crate::extract::PureBody)).
+    pub fn last_runs_on_replay(&self) -> bool {
+        (self.last_runs_on_replay)()
+    }
+}
+
+/// A test calls the handler as the function it was written as.
+impl<F> Deref for Idempotent<F> {
+    type Target = F;
+
+    fn deref(&self) -> &F {
+        &self.call
+    }
+}
+
+impl<F: Copy> Clone for Idempotent<F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<F: Copy> Copy for Idempotent<F> {}
+
+impl<F> fmt::Debug for Idempotent<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Idempotent")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The marker that keeps [`Idempotent`]'s `Handler` impl apart from axum's own.
+#[derive(Debug)]
+pub struct Marker<M>(PhantomData<M>);
+
+impl<S, M, F> Handler<Marker<M>, S> for Idempotent<F>
+where
+    S: Clone + Send + Sync + 'static,
+    F: HandlerFn,
+    F::Args: FromRequestArgs<S, M>,
+    M: 'static,
+{
+    type Future = RequestFuture;
+
+    fn call(self, request: Request, state: S) -> Self::Future {
+        let Some(idem) = request.extensions().get::<Idempotency>().cloned() else {
+            let refusal = not_installed(&request);
+            return RequestFuture::cancellable(async move { refusal });
+        };
+        let endpoint = Annotated {
+            call: self.call,
+            state,
+            last_runs_on_replay: self.last_runs_on_replay(),
+            marker: PhantomData,
+        };
+        flow::start(idem, self.policy, request, endpoint)
+    }
+}
+
+fn not_installed(request: &Request) -> Response {
+    let route = Route::of(request.extensions(), request.uri());
+    tracing::error!(
+        route = route.as_str(),
+        "#[idempotent] handler called without the idempotency runtime: add \
+         `.layer(axum::Extension(idempotency))` to the router"
+    );
+    Problem::new(
+        ProblemKind::Misconfigured,
+        "the idempotency runtime is not installed on this service",
+    )
+    .into_response()
+}

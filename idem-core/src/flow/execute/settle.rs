@@ -1,0 +1,233 @@
+//! Settling a run: storing its result (on its own, or in the handler's transaction), or
+//! releasing the key. A completion or a release that the store does not take is handed to the
+//! runtime, which retries it in the background and meanwhile answers this process's retries of
+//! the key from its own copy.
+
+use axum::response::Response;
+
+use super::{Execution, Finished};
+use crate::{
+    flow::problems::{self, Released},
+    observe::{self, Outcome},
+    replay::{StoredResponse, capture::Captured},
+    store::{StoreError, StoreTransaction},
+};
+
+impl Execution {
+    /// Stores the handler's result or releases the key, and answers.
+    pub(super) async fn settle(self, finished: Finished) -> Response {
+        match finished {
+            Finished::Result(captured) => self.complete(captured).await,
+            Finished::Unfinished(unfinished) => self.stream(unfinished),
+            Finished::NotAResult(response) => {
+                let why = if response.status().is_server_error() {
+                    "a server error is not stored"
+                } else {
+                    "the response is not the operation's result (NoStore, or a rejected body)"
+                };
+                self.release(why).await;
+                response
+            }
+            Finished::Panicked => self.fail(Outcome::Panicked, "it panicked").await,
+            Finished::BodyFailed => {
+                self.fail(Outcome::Released, "its response body failed")
+                    .await
+            }
+        }
+    }
+
+    /// Releases the key after the handler failed, and answers 500 Problem Details.
+    async fn fail(&self, outcome: Outcome, why: &str) -> Response {
+        self.record(outcome, &format_args!("the handler failed: {why}"));
+        let released = self.release("released after a failure").await;
+        problems::handler_failed(&self.idem, &self.policy, why, released)
+    }
+
+    /// Stores the result, then answers the caller with it.
+    async fn complete(self, captured: Captured) -> Response {
+        let Captured { record, response } = captured;
+        if self.release_if_unstorable(&record).await {
+            return response;
+        }
+        match self.context.take_transaction().await {
+            Some(transaction) => self.complete_in(transaction, &record, response).await,
+            None => {
+                self.complete_on_its_own(record).await;
+                response
+            }
+        }
+    }
+
+    /// A response no store could keep (more header values than a record holds, say) is not
+    /// the operation's result to replay: its caller gets it as it is, and the key is released,
+    /// so that a retry runs the operation again. Answers whether it was such a response.
+    pub(super) async fn release_if_unstorable(&self, record: &StoredResponse) -> bool {
+        let Err(error) = record.check_encodable() else {
+            return false;
+        };
+        self.record_error(
+            Outcome::Released,
+            "the response cannot be stored; it is answered as it is and the key released",
+            &error,
+        );
+        self.release("released: its response cannot be stored")
+            .await;
+        true
+    }
+
+    /// Completes the record on its own. If the store does not take it, the result stays
+    /// pending in this process and the completion goes on in the background: the operation
+    /// ran, and its caller gets the result now.
+    pub(super) async fn complete_on_its_own(&self, record: StoredResponse) {
+        let completion = self
+            .idem
+            .complete(&self.key, self.lease.token, &record, self.policy.ttl);
+        match completion.await {
+            Ok(()) => self.record(Outcome::Completed, &record.status()),
+            Err(StoreError::LeaseLost) => self.record(
+                Outcome::Fenced,
+                &"another request took the key over before this result could be stored; the \
+                  result was not stored",
+            ),
+            Err(error) if error.outcome_unknown() => {
+                self.record_error(
+                    Outcome::StoreError,
+                    "the result could not be stored yet; this process keeps it and stores it \
+                     as soon as the store answers",
+                    &error,
+                );
+                self.idem.complete_later(
+                    self.key,
+                    self.lease.token,
+                    self.fingerprint,
+                    record,
+                    self.policy.ttl,
+                    self.route.clone(),
+                );
+            }
+            Err(error) => self.record_error(
+                Outcome::Lost,
+                "the store refused the result of a request that ran; it was not stored",
+                &error,
+            ),
+        }
+    }
+
+    /// Completes the record inside the handler's transaction and commits both.
+    async fn complete_in(
+        self,
+        transaction: Box<dyn StoreTransaction>,
+        record: &StoredResponse,
+        response: Response,
+    ) -> Response {
+        let (key, token, ttl) = (&self.key, self.lease.token, self.policy.ttl);
+        match self
+            .idem
+            .complete_in(transaction, key, token, record, ttl)
+            .await
+        {
+            Ok(()) => {
+                self.record(Outcome::Completed, &"stored with the handler's transaction");
+                response
+            }
+            Err(StoreError::LeaseLost) => {
+                // The handler's writes rolled back with the record: the request that took
+                // the key over is the one running the operation now.
+                self.record(
+                    Outcome::Fenced,
+                    &"another request took the key over; the handler's transaction was rolled back",
+                );
+                problems::taken_over(&self.idem, &self.policy)
+            }
+            Err(StoreError::RolledBack(why)) => {
+                // Nothing committed, the record is still in flight under our token: release
+                // it so that a retry runs the operation again.
+                self.record(
+                    Outcome::StoreError,
+                    &format_args!(
+                        "the handler's transaction was rolled back: {}",
+                        observe::Chain(&*why)
+                    ),
+                );
+                let released = self
+                    .release("released after its transaction rolled back")
+                    .await;
+                problems::rolled_back(&self.idem, &self.policy, released)
+            }
+            Err(error) => {
+                // The commit's outcome is unknown. Releasing under our token settles it: if
+                // the commit landed the record is completed and the release finds nothing to
+                // do; if not, the key is freed and a retry runs the operation again (its
+                // writes rolled back with the record).
+                self.record_error(
+                    Outcome::StoreError,
+                    "the outcome of the handler's transaction is unknown",
+                    &error,
+                );
+                self.release_later();
+                problems::store_unavailable(
+                    &self.idem,
+                    &self.policy,
+                    "the request ran, but whether its result was committed is unknown: retry \
+                     with the same Idempotency-Key after the time in Retry-After; the retry gets \
+                     the result if it was committed, and runs the request again if it was not",
+                )
+            }
+        }
+    }
+
+    /// Rolls the handler's transaction back, if it opened one, and releases the key. A
+    /// release the store does not answer goes on in the background.
+    pub(super) async fn release(&self, why: &str) -> Released {
+        if let Some(transaction) = self.context.take_transaction().await
+            && let Err(error) = self.idem.rollback(transaction).await
+        {
+            // A transaction that cannot be rolled back explicitly rolls back with its
+            // connection: nothing of it commits.
+            self.record_error(
+                Outcome::StoreError,
+                "the handler's transaction could not be rolled back",
+                &error,
+            );
+        }
+        match self.idem.release(&self.key, self.lease.token).await {
+            Ok(()) => {
+                self.record(Outcome::Released, &why);
+                Released::Now
+            }
+            Err(StoreError::LeaseLost) => {
+                self.record(
+                    Outcome::Fenced,
+                    &"another request took the key over before it was released",
+                );
+                Released::TakenOver
+            }
+            Err(error) if error.outcome_unknown() => {
+                self.record_error(
+                    Outcome::StoreError,
+                    "the key could not be released yet; the release goes on in the background",
+                    &error,
+                );
+                self.release_later();
+                Released::Later
+            }
+            Err(error) => {
+                self.record_error(
+                    Outcome::StoreError,
+                    "the store refused to release the key; it stays blocked until its lease \
+                     lapses",
+                    &error,
+                );
+                Released::Blocked
+            }
+        }
+    }
+
+    /// Hands the release to the runtime, which retries it in the background until the store
+    /// answers or the in-flight record has expired.
+    fn release_later(&self) {
+        let (key, lease) = (self.key, self.lease);
+        self.idem
+            .release_later(key, lease.token, lease.lifetime, self.route.clone());
+    }
+}

@@ -1,0 +1,107 @@
+//! The runtime's calls to its store: the one way the rest of the crate reaches the store.
+//!
+//! Each call runs under the runtime's store timeout, so no store can hang a request; a call
+//! that the store can answer at once ([`Store::claim_now`], [`Store::complete_now`]) skips the
+//! future and the timer.
+
+use std::{future::Future, time::Duration};
+
+use super::Idempotency;
+use crate::{
+    replay::StoredResponse,
+    scope::StoreKey,
+    store::{Claim, ClaimOutcome, LeaseToken, StoreError, StoreTransaction},
+};
+
+impl Idempotency {
+    /// Claims a key ([`Store::claim`](crate::store::Store::claim)).
+    pub(crate) async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        match self.store().claim_now(claim) {
+            Some(answer) => answer,
+            None => self.within_timeout(self.store().claim(claim)).await,
+        }
+    }
+
+    /// Completes a key on its own ([`Store::complete`](crate::store::Store::complete)).
+    pub(crate) async fn complete(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        match self.store().complete_now(key, token, response, ttl) {
+            Some(answer) => answer,
+            None => {
+                self.within_timeout(self.store().complete(key, token, response, ttl))
+                    .await
+            }
+        }
+    }
+
+    /// Extends a lease ([`Store::renew`](crate::store::Store::renew)).
+    pub(crate) async fn renew(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(self.store().renew(key, token, lease))
+            .await
+    }
+
+    /// Releases a key ([`Store::release`](crate::store::Store::release)).
+    pub(crate) async fn release(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(self.store().release(key, token)).await
+    }
+
+    /// Opens a transaction for a handler's writes ([`Store::begin`](crate::store::Store::begin)).
+    pub(crate) async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
+        self.within_timeout(self.store().begin()).await
+    }
+
+    /// Completes a key inside the handler's transaction, and commits both
+    /// ([`StoreTransaction::complete`]).
+    pub(crate) async fn complete_in(
+        &self,
+        transaction: Box<dyn StoreTransaction>,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(transaction.complete(key, token, response, ttl))
+            .await
+    }
+
+    /// Commits a handler's transaction without a record ([`StoreTransaction::commit`]).
+    pub(crate) async fn commit(
+        &self,
+        transaction: Box<dyn StoreTransaction>,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(transaction.commit()).await
+    }
+
+    /// Rolls a handler's transaction back ([`StoreTransaction::rollback`]).
+    pub(crate) async fn rollback(
+        &self,
+        transaction: Box<dyn StoreTransaction>,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(transaction.rollback()).await
+    }
+
+    /// Runs one store call under the runtime's timeout.
+    async fn within_timeout<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let timeout = self.store_timeout();
+        tokio::time::timeout(timeout, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(timeout)))
+    }
+}
