@@ -1,14 +1,20 @@
 //! The attribute's arguments: `#[idempotent(ttl = "24h", scope = "user", ...)]`.
 //!
-//! Every argument is checked here, at expansion time: the runtime receives typed values
-//! (`Duration`, `Scope`, ...), never strings. All errors are collected and reported at once.
+//! The macro checks what only it can see: the syntax of each value (a duration literal with
+//! the units `ms`, `s`, `m`, `h` and `d`, a scope, one of a few words, a bool). The runtime
+//! receives typed values (`Duration`, `Scope`, ...), never strings. Whether the values make a
+//! policy that can work (positive durations, a TTL no shorter than the lease, a custom scope
+//! name) is for `Policy::validate` alone to say: the expansion runs it where the constant is
+//! compiled, and its error is reported on the arguments ([`Extent`]). Every error of the
+//! syntax is reported at once.
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::{
     Expr, Lit, LitStr, Meta, Token, parse::Parser, punctuated::Punctuated, spanned::Spanned,
 };
 
-use crate::duration::{self, DurationError};
+use crate::duration;
 
 /// One argument the attribute accepts. The table [`ARGUMENTS`] lists them all.
 #[derive(Debug, PartialEq, Eq)]
@@ -113,13 +119,11 @@ pub(crate) const ARGUMENTS: [Argument; 9] = [
     },
 ];
 
-const TTL: usize = 0;
-const LEASE: usize = 3;
-
 /// A checked argument value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Value {
-    /// A positive duration, in milliseconds.
+    /// A duration, in milliseconds. Zero is a valid literal: that a duration must be
+    /// positive is a rule of the policy.
     Duration(u64),
     Bool(bool),
     Scope(Scope),
@@ -136,6 +140,7 @@ pub(crate) enum Value {
 pub(crate) enum Scope {
     User,
     Global,
+    /// The name as written; `Policy::validate` holds the rules of a custom scope name.
     Custom(String),
 }
 
@@ -152,6 +157,17 @@ pub(crate) struct Setting {
 #[derive(Debug, Default)]
 pub(crate) struct Args {
     pub(crate) settings: Vec<Setting>,
+    /// Where the arguments are written; `None` without arguments.
+    pub(crate) extent: Option<Extent>,
+}
+
+/// Where the arguments are written: the first token of the first one and the last token of
+/// the last one. A policy that `Policy::validate` refuses is made by the arguments together,
+/// and its error is reported from the one to the other (`expand::idempotent_new`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Extent {
+    pub(crate) first: Span,
+    pub(crate) last: Span,
 }
 
 /// Collects errors so that the user sees all of them at once.
@@ -163,12 +179,6 @@ impl Errors {
         match &mut self.0 {
             Some(errors) => errors.combine(error),
             None => self.0 = Some(error),
-        }
-    }
-
-    pub(crate) fn extend(&mut self, result: Result<(), syn::Error>) {
-        if let Err(error) = result {
-            self.push(error);
         }
     }
 
@@ -196,9 +206,20 @@ pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
         }
     }
     settings.sort_by_key(|setting| index_of(setting.argument));
-    let args = Args { settings };
-    errors.extend(check_ttl_covers_lease(&args, &metas));
-    errors.finish(args)
+    let extent = extent(&metas);
+    errors.finish(Args { settings, extent })
+}
+
+fn extent(metas: &Punctuated<Meta, Token![,]>) -> Option<Extent> {
+    let span_of = |meta: &Meta, last: bool| {
+        let mut tokens = meta.to_token_stream().into_iter();
+        let token = if last { tokens.last() } else { tokens.next() };
+        token.map_or_else(Span::call_site, |token| token.span())
+    };
+    Some(Extent {
+        first: span_of(metas.first()?, false),
+        last: span_of(metas.last()?, true),
+    })
 }
 
 fn index_of(argument: &Argument) -> usize {
@@ -287,8 +308,7 @@ fn check(argument: &'static Argument, value: &Expr) -> syn::Result<Value> {
     let (kind, literal) = text;
     let string = literal.value();
     match kind {
-        Text::Duration => positive_duration(literal, &string, &format!("`{}`", argument.name))
-            .map(Value::Duration),
+        Text::Duration => millis(literal, &string).map(Value::Duration),
         Text::Scope => scope(argument, literal, &string).map(Value::Scope),
         Text::OnConflict => on_conflict(argument, literal, &string).map(Value::OnConflict),
         Text::Choice { enum_name, values } => values
@@ -334,15 +354,10 @@ fn one_of(words: &[&str]) -> String {
     }
 }
 
-fn positive_duration(literal: &LitStr, text: &str, what: &str) -> syn::Result<u64> {
-    match duration::parse_millis(text) {
-        Ok(0) => Err(syn::Error::new_spanned(
-            literal,
-            format!("{what} must be greater than zero"),
-        )),
-        Ok(millis) => Ok(millis),
-        Err(error) => Err(syn::Error::new_spanned(literal, error.message(text))),
-    }
+/// The duration `text`, written in `literal`, where an error is reported.
+fn millis(literal: &LitStr, text: &str) -> syn::Result<u64> {
+    duration::parse_millis(text)
+        .map_err(|error| syn::Error::new_spanned(literal, error.message(text)))
 }
 
 fn scope(argument: &Argument, literal: &LitStr, value: &str) -> syn::Result<Scope> {
@@ -362,29 +377,7 @@ fn scope(argument: &Argument, literal: &LitStr, value: &str) -> syn::Result<Scop
             r#"`"user"`, `"global"` or `"custom(<name>)"`"#,
         ));
     };
-    match custom_scope_name_error(name) {
-        Some(message) => Err(syn::Error::new_spanned(literal, message)),
-        None => Ok(Scope::Custom(name.to_owned())),
-    }
-}
-
-/// What is wrong with a custom scope name, if anything. The rules are `Policy::validate`'s
-/// in idem-core, which also checks the policy the expansion builds; this spells them out on
-/// the literal, and a test keeps the two in agreement.
-pub(crate) fn custom_scope_name_error(name: &str) -> Option<String> {
-    let valid = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
-    if name.is_empty() || !name.chars().all(valid) {
-        return Some(format!(
-            "invalid custom scope name `{name}`; use lowercase letters, digits, `_` and `-`"
-        ));
-    }
-    if name == "user" || name == "global" {
-        // `Scope::Custom("user")` would hash its keys like `Scope::User` does.
-        return Some(format!(
-            "the custom scope name `{name}` is reserved; use `scope = \"{name}\"` or another name"
-        ));
-    }
-    None
+    Ok(Scope::Custom(name.to_owned()))
 }
 
 fn on_conflict(argument: &Argument, literal: &LitStr, value: &str) -> syn::Result<Option<u64>> {
@@ -395,7 +388,7 @@ fn on_conflict(argument: &Argument, literal: &LitStr, value: &str) -> syn::Resul
         .strip_prefix("wait(")
         .and_then(|rest| rest.strip_suffix(')'))
     {
-        Some(wait) => positive_duration(literal, wait, "the `on_conflict` wait").map(Some),
+        Some(wait) => millis(literal, wait).map(Some),
         None => Err(invalid_value(
             argument,
             literal,
@@ -403,58 +396,6 @@ fn on_conflict(argument: &Argument, literal: &LitStr, value: &str) -> syn::Resul
             r#"`"reject"` or `"wait(<duration>)"`, as in `"wait(5s)"`"#,
         )),
     }
-}
-
-/// A TTL shorter than the lease would forget a result sooner than an interrupted request
-/// blocks its key: almost certainly swapped values. The error is on whichever of the two
-/// the user wrote, the TTL when both.
-fn check_ttl_covers_lease(args: &Args, metas: &Punctuated<Meta, Token![,]>) -> syn::Result<()> {
-    let given = |index: usize| {
-        args.settings
-            .iter()
-            .find_map(|setting| match setting.value {
-                Value::Duration(millis) if setting.argument == &ARGUMENTS[index] => Some(millis),
-                _ => None,
-            })
-    };
-    let (ttl, lease) = (given(TTL), given(LEASE));
-    if ttl.is_none() && lease.is_none() {
-        return Ok(());
-    }
-    let default = |index: usize| {
-        let literal = ARGUMENTS[index].default.trim_matches('"');
-        duration::parse_millis(literal).map_err(|error: DurationError| {
-            syn::Error::new(Span::call_site(), error.message(literal))
-        })
-    };
-    let ttl_millis = ttl.map_or_else(|| default(TTL), Ok)?;
-    let lease_millis = lease.map_or_else(|| default(LEASE), Ok)?;
-    if ttl_millis >= lease_millis {
-        return Ok(());
-    }
-    let describe = |millis: u64, given: Option<u64>| match given {
-        Some(_) => duration::display(millis),
-        None => format!("{}, the default", duration::display(millis)),
-    };
-    let blamed = if ttl.is_some() { "ttl" } else { "lease" };
-    let span = metas
-        .iter()
-        .find_map(|meta| match meta {
-            Meta::NameValue(name_value) if name_value.path.is_ident(blamed) => {
-                Some(name_value.value.span())
-            }
-            _ => None,
-        })
-        .unwrap_or_else(Span::call_site);
-    Err(syn::Error::new(
-        span,
-        format!(
-            "`ttl` ({}) is shorter than `lease` ({}): a result would be forgotten sooner than an \
-             interrupted request blocks its key; make `ttl` at least as long as `lease`",
-            describe(ttl_millis, ttl),
-            describe(lease_millis, lease),
-        ),
-    ))
 }
 
 #[cfg(test)]
@@ -531,8 +472,10 @@ mod tests {
         );
     }
 
+    /// Zero parses: that `ttl`, `lease` and a wait must be positive is `Policy::validate`'s
+    /// rule, checked where the expansion is compiled (`tests/ui/fail/zero_duration.rs`).
     #[test]
-    fn on_conflict_takes_reject_or_a_positive_wait() {
+    fn on_conflict_takes_reject_or_a_wait() {
         assert_eq!(
             values(quote!(on_conflict = "reject")),
             [("on_conflict", Value::OnConflict(None))]
@@ -542,8 +485,8 @@ mod tests {
             [("on_conflict", Value::OnConflict(Some(90_000)))]
         );
         assert_eq!(
-            errors(quote!(on_conflict = "wait(0s)")),
-            ["the `on_conflict` wait must be greater than zero"]
+            values(quote!(on_conflict = "wait(0s)")),
+            [("on_conflict", Value::OnConflict(Some(0)))]
         );
         assert_eq!(
             errors(quote!(on_conflict = "queue")),
@@ -551,73 +494,24 @@ mod tests {
                 r#"invalid `on_conflict` value `queue`; expected `"reject"` or `"wait(<duration>)"`, as in `"wait(5s)"`"#
             ]
         );
-    }
-
-    #[test]
-    fn custom_scope_names_are_checked() {
         assert_eq!(
-            errors(quote!(scope = "custom(Tenant)")),
-            ["invalid custom scope name `Tenant`; use lowercase letters, digits, `_` and `-`"]
-        );
-        assert_eq!(
-            errors(quote!(scope = "custom()")),
-            ["invalid custom scope name ``; use lowercase letters, digits, `_` and `-`"]
-        );
-        assert_eq!(
-            errors(quote!(scope = "custom(user)")),
-            ["the custom scope name `user` is reserved; use `scope = \"user\"` or another name"]
-        );
-        assert_eq!(
-            values(quote!(scope = "custom(api-key_2)")),
-            [("scope", Value::Scope(Scope::Custom("api-key_2".into())))]
+            errors(quote!(on_conflict = "wait(5x)")),
+            ["unit `x` is not supported in the duration `5x`; use `ms`, `s`, `m`, `h` or `d`"]
         );
     }
 
-    /// The macro's spelled-out rules for custom scope names are `Policy::validate`'s.
+    /// The name is passed on as written: its rules are `Policy::validate`'s, checked where
+    /// the expansion is compiled (`tests/ui/fail/{invalid,reserved}_custom_scope.rs`).
     #[test]
-    fn custom_scope_names_follow_policy_validate() {
-        use idem_core::{Policy, Scope};
-
-        let mut names: Vec<String> = (0u8..=127)
-            .map(|byte| char::from(byte).to_string())
-            .collect();
-        names.extend(
-            [
-                "", "user", "global", "users", "global-2", "tenant", "Tenant", "api key", "é",
-                "a.b",
-            ]
-            .map(str::to_owned),
-        );
-        for name in names {
-            let leaked: &'static str = Box::leak(name.clone().into_boxed_str());
-            let runtime = Policy::new()
-                .scope(Scope::Custom(leaked))
-                .validate()
-                .is_ok();
-            let macro_ = custom_scope_name_error(&name).is_none();
-            assert_eq!(macro_, runtime, "{name:?}");
+    fn a_custom_scope_keeps_its_name() {
+        for name in ["api-key_2", "Tenant", "", "user"] {
+            let tokens: TokenStream = format!(r#"scope = "custom({name})""#).parse().unwrap();
+            assert_eq!(
+                values(tokens),
+                [("scope", Value::Scope(Scope::Custom(name.into())))],
+                "{name}"
+            );
         }
-    }
-
-    #[test]
-    fn ttl_must_cover_the_lease_given_or_default() {
-        assert_eq!(
-            errors(quote!(ttl = "30s")),
-            [
-                "`ttl` (30s) is shorter than `lease` (1m, the default): a result would be \
-                 forgotten sooner than an interrupted request blocks its key; make `ttl` at least \
-                 as long as `lease`"
-            ]
-        );
-        assert_eq!(
-            errors(quote!(lease = "2d")),
-            [
-                "`ttl` (1d, the default) is shorter than `lease` (2d): a result would be \
-                 forgotten sooner than an interrupted request blocks its key; make `ttl` at least \
-                 as long as `lease`"
-            ]
-        );
-        assert!(parse(quote!(ttl = "1m", lease = "60s")).is_ok());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! constant instead, as a hidden associated function. The constant is what the router names,
 //! and it dereferences to the `fn` pointer, so it is called like the function.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Delimiter, Group, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{
     AttrStyle, Attribute, ItemFn, Meta, ReturnType, Safety, Token, Type, Visibility,
@@ -28,7 +28,7 @@ use syn::{
 };
 
 use crate::{
-    args::{self, Args, Errors, Scope, Value},
+    args::{self, Args, Errors, Extent, Scope, Value},
     validate,
 };
 
@@ -138,13 +138,14 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
         None => quote!(()),
     };
     let policy = policy(args);
-    let constructor = quote! {
-        ::idem_core::__private::Idempotent::new(
+    let constructor = idempotent_new(
+        args.extent,
+        quote! {
             #policy,
             |#(#arguments),*| #call,
             || ::idem_core::__private::LastArgument::<#last>::NEW.runs_on_replay(),
-        )
-    };
+        },
+    );
     if associated {
         quote! {
             #[doc(hidden)]
@@ -163,6 +164,27 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
             };
         }
     }
+}
+
+/// `::idem_core::__private::Idempotent::new(#arguments)`, located on the attribute's
+/// arguments.
+///
+/// `Idempotent::new` is a `const fn` that panics when `Policy::validate` refuses the policy,
+/// so a policy that breaks one of its rules fails where the constant is compiled, and rustc
+/// reports the panic on this call ("evaluation panicked: invalid idempotency policy: ...").
+/// A call's span runs from its first token to its closing parenthesis: with the path where
+/// the first argument starts and the parentheses where the last one ends, the error
+/// underlines the arguments that made the policy. Only the location changes; the names
+/// resolve at the call site, as everywhere else in the expansion.
+fn idempotent_new(extent: Option<Extent>, arguments: TokenStream) -> TokenStream {
+    let Some(Extent { first, last }) = extent else {
+        return quote!(::idem_core::__private::Idempotent::new(#arguments));
+    };
+    let at = |span: Span| Span::call_site().located_at(span);
+    let path = quote_spanned!(at(first)=> ::idem_core::__private::Idempotent::new);
+    let mut parenthesized = Group::new(Delimiter::Parenthesis, arguments);
+    parenthesized.set_span(at(last));
+    quote!(#path #parenthesized)
 }
 
 /// The output of the original function, as the `fn` pointer of the constant returns it.
