@@ -28,8 +28,8 @@ use syn::{
 };
 
 use crate::{
-    args::{self, Args, Errors, Extent, Scope, Value},
-    validate,
+    args::{self, Args, Errors, Extent},
+    policy, validate,
 };
 
 /// Expands `#[idempotent(args)] item`. On an error, the function is emitted next to the
@@ -137,7 +137,7 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
         Some(last) => quote!(#last),
         None => quote!(()),
     };
-    let policy = policy(args);
+    let policy = policy::policy(args);
     let constructor = idempotent_new(
         args.extent,
         quote! {
@@ -241,56 +241,6 @@ fn mentions_self(sig: &syn::Signature, block: &syn::Block) -> bool {
         })
     }
     search(quote!(#sig)) || search(quote!(#block))
-}
-
-/// `Policy::new()` and one setter per argument the user gave: the defaults live in
-/// `Policy::new()` only.
-fn policy(args: &Args) -> TokenStream {
-    let setters = args.settings.iter().map(|setting| {
-        let setter = format_ident!("{}", setting.argument.name, span = setting.span);
-        let value = value(&setting.value, setting.span);
-        quote_spanned!(setting.span=> .#setter(#value))
-    });
-    quote!(::idem_core::__private::Policy::new() #(#setters)*)
-}
-
-fn value(value: &Value, span: Span) -> TokenStream {
-    match value {
-        Value::Duration(millis) => duration(*millis, span),
-        Value::Bool(boolean) => quote_spanned!(span=> #boolean),
-        Value::Scope(Scope::User) => quote_spanned!(span=> ::idem_core::__private::Scope::User),
-        Value::Scope(Scope::Global) => {
-            quote_spanned!(span=> ::idem_core::__private::Scope::Global)
-        }
-        Value::Scope(Scope::Custom(name)) => {
-            quote_spanned!(span=> ::idem_core::__private::Scope::Custom(#name))
-        }
-        Value::OnConflict(None) => {
-            quote_spanned!(span=> ::idem_core::__private::OnConflict::Reject)
-        }
-        Value::OnConflict(Some(wait)) => {
-            let wait = duration(*wait, span);
-            quote_spanned!(span=> ::idem_core::__private::OnConflict::Wait(#wait))
-        }
-        Value::Choice { enum_name, variant } => {
-            let enum_name = format_ident!("{enum_name}", span = span);
-            let variant = format_ident!("{variant}", span = span);
-            quote_spanned!(span=> ::idem_core::__private::#enum_name::#variant)
-        }
-    }
-}
-
-/// `Duration::from_secs(n)` for whole seconds, else `Duration::from_millis(n)`.
-fn duration(millis: u64, span: Span) -> TokenStream {
-    let (constructor, amount) = if millis.is_multiple_of(1000) {
-        ("from_secs", millis / 1000)
-    } else {
-        ("from_millis", millis)
-    };
-    let constructor = format_ident!("{constructor}", span = span);
-    let mut amount = proc_macro2::Literal::u64_unsuffixed(amount);
-    amount.set_span(span);
-    quote_spanned!(span=> ::idem_core::__private::Duration::#constructor(#amount))
 }
 
 /// The attributes of the constant and those of the nested function.

@@ -8,6 +8,7 @@
 mod args;
 mod duration;
 mod expand;
+mod policy;
 mod validate;
 
 #[cfg(test)]
