@@ -1,157 +1,151 @@
 //! The attribute's arguments: `#[idempotent(ttl = "24h", scope = "user", ...)]`.
 //!
-//! Every argument is checked here, at expansion time: the runtime receives typed values
-//! (`Duration`, `Scope`, ...), never strings. All errors are collected and reported at once.
+//! The macro checks what only it can see: the syntax of each value (a duration literal with
+//! the units `ms`, `s`, `m`, `h` and `d`, a scope, one of a few words, a bool). The runtime
+//! receives typed values (`Duration`, `Scope`, ...), never strings. Whether the values make a
+//! policy that can work (positive durations, a TTL no shorter than the lease, a custom scope
+//! name) is for `Policy::validate` alone to say: the expansion runs it where the constant is
+//! compiled, and its error is reported on the arguments ([`Extent`]). Every error of the
+//! syntax is reported at once.
 
 use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote};
 use syn::{
-    Expr, Lit, LitStr, Meta, Token, parse::Parser, punctuated::Punctuated, spanned::Spanned,
+    Expr, Lit, LitStr, Meta, Token,
+    parse::{Parse, ParseStream},
+    spanned::Spanned,
+    token,
 };
 
-use crate::duration::{self, DurationError};
+use crate::duration;
 
-/// One argument the attribute accepts. The table [`ARGUMENTS`] lists them all.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Argument {
-    /// The argument's name, which is also the name of the `Policy` setter it calls.
+/// Declares the arguments, in the order of the documentation and of the generated policy:
+/// each one's keyword, its default as written in the attribute, and an example of it for
+/// messages (a value other than the default: `required = false`).
+macro_rules! arguments {
+    ($($name:ident: default $default:literal, example $example:literal;)*) => {
+        /// The arguments' names.
+        pub(crate) mod kw {
+            $(syn::custom_keyword!($name);)*
+        }
+
+        $(
+            impl Argument for kw::$name {
+                const ABOUT: About = About { name: stringify!($name), example: $example };
+            }
+        )*
+
+        /// Every argument's name and default, in order.
+        pub(crate) const ARGUMENTS: &[(&str, &str)] = &[$((stringify!($name), $default)),*];
+    };
+}
+
+arguments! {
+    ttl: default r#""24h""#, example r#"ttl = "24h""#;
+    scope: default r#""user""#, example r#"scope = "global""#;
+    required: default "true", example "required = false";
+    lease: default r#""60s""#, example r#"lease = "60s""#;
+    on_conflict: default r#""reject""#, example r#"on_conflict = "wait(5s)""#;
+    store_server_errors: default "false", example "store_server_errors = true";
+    fingerprint: default r#""json""#, example r#"fingerprint = "raw""#;
+    on_store_error: default r#""fail""#, example r#"on_store_error = "run""#;
+    key_syntax: default r#""lenient""#, example r#"key_syntax = "strict""#;
+}
+
+/// An argument's keyword.
+pub(crate) trait Argument: Parse + ToTokens {
+    /// What messages say about the argument.
+    const ABOUT: About;
+}
+
+/// What messages say about an argument: its name (also the name of the `Policy` setter it
+/// calls), and an example of it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct About {
     pub(crate) name: &'static str,
-    /// What its value is.
-    kind: Kind,
-    /// Its default, as it would be written in the attribute.
-    pub(crate) default: &'static str,
-    /// A value other than the default, for messages: `required = false`.
     example: &'static str,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Kind {
-    /// `true` or `false`.
-    Bool,
-    /// A string literal of this form.
-    Text(Text),
+/// The attribute's arguments, each checked; `None` where the user gave none, so that the
+/// policy keeps `Policy::new()`'s default.
+#[derive(Debug, Default)]
+pub(crate) struct Args {
+    pub(crate) ttl: Option<Given<Millis>>,
+    pub(crate) scope: Option<Given<Scope>>,
+    pub(crate) required: Option<Given<bool>>,
+    pub(crate) lease: Option<Given<Millis>>,
+    pub(crate) on_conflict: Option<Given<OnConflict>>,
+    pub(crate) store_server_errors: Option<Given<bool>>,
+    pub(crate) fingerprint: Option<Given<Choice>>,
+    pub(crate) on_store_error: Option<Given<Choice>>,
+    pub(crate) key_syntax: Option<Given<Choice>>,
+    /// Where the arguments are written; `None` without arguments.
+    pub(crate) extent: Option<Extent>,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Text {
-    /// A positive duration literal.
-    Duration,
-    /// `"user"`, `"global"` or `"custom(<name>)"`.
-    Scope,
-    /// `"reject"` or `"wait(<duration>)"`.
-    OnConflict,
-    /// One of a few words, each naming a variant of an enum of `__private`.
-    Choice {
-        enum_name: &'static str,
-        values: &'static [(&'static str, &'static str)],
-    },
+/// A checked value, with the span of the tokens it was written as.
+#[derive(Debug)]
+pub(crate) struct Given<T> {
+    pub(crate) value: T,
+    pub(crate) span: Span,
 }
 
-/// Every argument, in the order of the documentation and of the generated policy.
-pub(crate) const ARGUMENTS: [Argument; 9] = [
-    Argument {
-        name: "ttl",
-        kind: Kind::Text(Text::Duration),
-        default: r#""24h""#,
-        example: r#"ttl = "24h""#,
-    },
-    Argument {
-        name: "scope",
-        kind: Kind::Text(Text::Scope),
-        default: r#""user""#,
-        example: r#"scope = "global""#,
-    },
-    Argument {
-        name: "required",
-        kind: Kind::Bool,
-        default: "true",
-        example: "required = false",
-    },
-    Argument {
-        name: "lease",
-        kind: Kind::Text(Text::Duration),
-        default: r#""60s""#,
-        example: r#"lease = "60s""#,
-    },
-    Argument {
-        name: "on_conflict",
-        kind: Kind::Text(Text::OnConflict),
-        default: r#""reject""#,
-        example: r#"on_conflict = "wait(5s)""#,
-    },
-    Argument {
-        name: "store_server_errors",
-        kind: Kind::Bool,
-        default: "false",
-        example: "store_server_errors = true",
-    },
-    Argument {
-        name: "fingerprint",
-        kind: Kind::Text(Text::Choice {
-            enum_name: "FingerprintMode",
-            values: &[("json", "Json"), ("raw", "Raw")],
-        }),
-        default: r#""json""#,
-        example: r#"fingerprint = "raw""#,
-    },
-    Argument {
-        name: "on_store_error",
-        kind: Kind::Text(Text::Choice {
-            enum_name: "OnStoreError",
-            values: &[("fail", "Fail"), ("run", "RunWithoutRecord")],
-        }),
-        default: r#""fail""#,
-        example: r#"on_store_error = "run""#,
-    },
-    Argument {
-        name: "key_syntax",
-        kind: Kind::Text(Text::Choice {
-            enum_name: "KeySyntax",
-            values: &[("lenient", "Lenient"), ("strict", "Strict")],
-        }),
-        default: r#""lenient""#,
-        example: r#"key_syntax = "strict""#,
-    },
-];
-
-const TTL: usize = 0;
-const LEASE: usize = 3;
-
-/// A checked argument value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Value {
-    /// A positive duration, in milliseconds.
-    Duration(u64),
-    Bool(bool),
-    Scope(Scope),
-    /// `None` for `"reject"`, else the longest wait in milliseconds.
-    OnConflict(Option<u64>),
-    /// A variant of one of `__private`'s enums.
-    Choice {
-        enum_name: &'static str,
-        variant: &'static str,
-    },
-}
+/// A duration, in milliseconds. Zero is a valid literal: that a duration must be positive is
+/// a rule of the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Millis(pub(crate) u64);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Scope {
     User,
     Global,
+    /// The name as written; `Policy::validate` holds the rules of a custom scope name.
     Custom(String),
 }
 
-/// One argument the user gave, checked.
-#[derive(Debug)]
-pub(crate) struct Setting {
-    pub(crate) argument: &'static Argument,
-    pub(crate) value: Value,
-    /// The span of the value, for the generated setter call.
-    pub(crate) span: Span,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnConflict {
+    Reject,
+    Wait(Millis),
 }
 
-/// The arguments the user gave, checked, in the order of [`ARGUMENTS`].
-#[derive(Debug, Default)]
-pub(crate) struct Args {
-    pub(crate) settings: Vec<Setting>,
+/// A variant of one of `__private`'s enums, named by a word: `fingerprint = "raw"` is
+/// `FingerprintMode::Raw`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Choice {
+    pub(crate) enum_name: &'static str,
+    pub(crate) variant: &'static str,
+}
+
+/// The words of an argument that names a variant of one of `__private`'s enums.
+struct Words {
+    enum_name: &'static str,
+    /// Each word, with the variant it names.
+    words: &'static [(&'static str, &'static str)],
+}
+
+static FINGERPRINT: Words = Words {
+    enum_name: "FingerprintMode",
+    words: &[("json", "Json"), ("raw", "Raw")],
+};
+
+static ON_STORE_ERROR: Words = Words {
+    enum_name: "OnStoreError",
+    words: &[("fail", "Fail"), ("run", "RunWithoutRecord")],
+};
+
+static KEY_SYNTAX: Words = Words {
+    enum_name: "KeySyntax",
+    words: &[("lenient", "Lenient"), ("strict", "Strict")],
+};
+
+/// Where the arguments are written: the first token of the first one and the last token of
+/// the last one. A policy that `Policy::validate` refuses is made by the arguments together,
+/// and its error is reported from the one to the other (`expand::idempotent_new`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Extent {
+    pub(crate) first: Span,
+    pub(crate) last: Span,
 }
 
 /// Collects errors so that the user sees all of them at once.
@@ -166,8 +160,8 @@ impl Errors {
         }
     }
 
-    pub(crate) fn extend(&mut self, result: Result<(), syn::Error>) {
-        if let Err(error) = result {
+    pub(crate) fn append(&mut self, other: Self) {
+        if let Some(error) = other.0 {
             self.push(error);
         }
     }
@@ -182,123 +176,202 @@ impl Errors {
 
 /// Parses and checks the attribute's arguments.
 pub(crate) fn parse(tokens: TokenStream) -> syn::Result<Args> {
-    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(tokens)?;
-    let mut errors = Errors::default();
-    let mut settings = Vec::new();
-    for (argument, value) in known_once(&metas, &mut errors) {
-        match check(argument, value) {
-            Ok(checked) => settings.push(Setting {
-                argument,
-                value: checked,
-                span: value.span(),
-            }),
-            Err(error) => errors.push(error),
+    syn::parse2(tokens)
+}
+
+impl Parse for Args {
+    /// The arguments, separated by commas. A token that fits no argument's syntax stops the
+    /// parse, as in any attribute; every other error is collected.
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut args = Self::default();
+        let mut reader = Reader::default();
+        let first = input.span();
+        while !input.is_empty() {
+            reader.argument(input, &mut args)?;
+            let last = input.cursor().prev_span();
+            args.extent = Some(Extent { first, last });
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        reader.finish(args)
+    }
+}
+
+/// Reads the arguments one by one into their fields, and collects what is wrong with them.
+#[derive(Default)]
+struct Reader {
+    /// The arguments given so far, to refuse one given twice.
+    seen: Vec<&'static str>,
+    /// Errors about which arguments are given: unknown, repeated, without a value.
+    names: Errors,
+    /// Errors about the values given, reported after those about the names: the user reads
+    /// first which arguments are wrong, then what is wrong with the values of the others.
+    values: Errors,
+}
+
+impl Reader {
+    /// Reads one argument into its field of `args`.
+    fn argument(&mut self, input: ParseStream<'_>, args: &mut Args) -> syn::Result<()> {
+        if input.peek2(Token![::]) {
+            // `ttl::x` is a path, no argument's name.
+            self.unknown(input)
+        } else if input.peek(kw::ttl) {
+            self.read::<kw::ttl, _>(input, &mut args.ttl, duration)
+        } else if input.peek(kw::scope) {
+            self.read::<kw::scope, _>(input, &mut args.scope, scope)
+        } else if input.peek(kw::required) {
+            self.read::<kw::required, _>(input, &mut args.required, boolean)
+        } else if input.peek(kw::lease) {
+            self.read::<kw::lease, _>(input, &mut args.lease, duration)
+        } else if input.peek(kw::on_conflict) {
+            self.read::<kw::on_conflict, _>(input, &mut args.on_conflict, on_conflict)
+        } else if input.peek(kw::store_server_errors) {
+            self.read::<kw::store_server_errors, _>(input, &mut args.store_server_errors, boolean)
+        } else if input.peek(kw::fingerprint) {
+            self.read::<kw::fingerprint, _>(input, &mut args.fingerprint, choice(&FINGERPRINT))
+        } else if input.peek(kw::on_store_error) {
+            self.read::<kw::on_store_error, _>(
+                input,
+                &mut args.on_store_error,
+                choice(&ON_STORE_ERROR),
+            )
+        } else if input.peek(kw::key_syntax) {
+            self.read::<kw::key_syntax, _>(input, &mut args.key_syntax, choice(&KEY_SYNTAX))
+        } else {
+            self.unknown(input)
         }
     }
-    settings.sort_by_key(|setting| index_of(setting.argument));
-    let args = Args { settings };
-    errors.extend(check_ttl_covers_lease(&args, &metas));
-    errors.finish(args)
-}
 
-fn index_of(argument: &Argument) -> usize {
-    ARGUMENTS
-        .iter()
-        .position(|known| known == argument)
-        .unwrap_or(usize::MAX)
-}
-
-/// The one place that maps names to arguments: refuses unknown and repeated arguments, and
-/// arguments without a value, and yields each known argument once with its value.
-fn known_once<'a>(
-    metas: &'a Punctuated<Meta, Token![,]>,
-    errors: &mut Errors,
-) -> Vec<(&'static Argument, &'a Expr)> {
-    let mut seen = Vec::new();
-    let mut known = Vec::new();
-    for meta in metas {
-        let path = meta.path();
-        let Some(argument) = ARGUMENTS
-            .iter()
-            .find(|argument| path.is_ident(argument.name))
-        else {
-            let names = ARGUMENTS
-                .iter()
-                .map(|argument| format!("`{}`", argument.name))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let path = quote::ToTokens::to_token_stream(path).to_string();
-            let path = path.replace(' ', "");
-            errors.push(syn::Error::new_spanned(
-                meta.path(),
-                format!("unknown argument `{path}`; expected one of {names}"),
-            ));
-            continue;
+    /// Reads `K = value` into `slot`, the value checked by `check`. An argument given twice,
+    /// or without a value, is refused on its name.
+    fn read<K: Argument, T>(
+        &mut self,
+        input: ParseStream<'_>,
+        slot: &mut Option<Given<T>>,
+        check: impl FnOnce(&Expr, About) -> syn::Result<T>,
+    ) -> syn::Result<()> {
+        let keyword: K = input.parse()?;
+        let assignment = Assignment::parse(input)?;
+        if !self.first_time(&keyword, K::ABOUT) {
+            return Ok(());
+        }
+        let value = match assignment {
+            Assignment::Value(value) => value,
+            Assignment::Missing(list) => {
+                self.names.push(missing_value(&keyword, list, K::ABOUT));
+                return Ok(());
+            }
         };
-        if seen.contains(&argument.name) {
-            errors.push(syn::Error::new_spanned(
-                path,
-                format!(
-                    "repeated argument `{}`; give each argument at most once",
-                    argument.name
-                ),
-            ));
-            continue;
+        match check(&value, K::ABOUT) {
+            Ok(checked) => {
+                let span = value.span();
+                *slot = Some(Given {
+                    value: checked,
+                    span,
+                });
+            }
+            Err(error) => self.values.push(error),
         }
-        seen.push(argument.name);
-        match meta {
-            Meta::NameValue(name_value) => known.push((argument, &name_value.value)),
-            Meta::Path(_) | Meta::List(_) => errors.push(syn::Error::new_spanned(
-                meta,
-                format!(
-                    "expected `{} = ...`, as in `{}`",
-                    argument.name, argument.example
-                ),
-            )),
-        }
+        Ok(())
     }
-    known
+
+    /// The one check for a repeated argument: whether `keyword` is given for the first time.
+    /// A repeat is refused on its name.
+    fn first_time(&mut self, keyword: &impl ToTokens, about: About) -> bool {
+        if self.seen.contains(&about.name) {
+            let message = format!(
+                "repeated argument `{}`; give each argument at most once",
+                about.name
+            );
+            self.names.push(syn::Error::new_spanned(keyword, message));
+            return false;
+        }
+        self.seen.push(about.name);
+        true
+    }
+
+    /// Reads an argument whose name is none of the arguments', and refuses it on its name.
+    fn unknown(&mut self, input: ParseStream<'_>) -> syn::Result<()> {
+        let meta: Meta = input.parse()?;
+        let path = meta.path().to_token_stream().to_string().replace(' ', "");
+        let names = ARGUMENTS
+            .iter()
+            .map(|(name, _)| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.names.push(syn::Error::new_spanned(
+            meta.path(),
+            format!("unknown argument `{path}`; expected one of {names}"),
+        ));
+        Ok(())
+    }
+
+    fn finish(self, args: Args) -> syn::Result<Args> {
+        let mut errors = self.names;
+        errors.append(self.values);
+        errors.finish(args)
+    }
 }
 
-/// Checks one value against its argument.
-fn check(argument: &'static Argument, value: &Expr) -> syn::Result<Value> {
-    let text = match (&argument.kind, literal(value)) {
-        (Kind::Bool, Some(Lit::Bool(boolean))) => return Ok(Value::Bool(boolean.value)),
-        (Kind::Bool, _) => {
-            return Err(syn::Error::new_spanned(
-                value,
-                format!(
-                    "expected `true` or `false` for `{}`, as in `{}`",
-                    argument.name, argument.example
-                ),
-            ));
+/// What follows an argument's name.
+enum Assignment {
+    /// `= value`.
+    Value(Expr),
+    /// Nothing, or a list (`ttl("24h")`), kept for the error's span.
+    Missing(Option<proc_macro2::Group>),
+}
+
+impl Parse for Assignment {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            return input.parse().map(Self::Value);
         }
-        (Kind::Text(text), Some(Lit::Str(literal))) => (text, literal),
-        (Kind::Text(_), _) => {
-            return Err(syn::Error::new_spanned(
-                value,
-                format!(
-                    "expected a string for `{}`, as in `{}`",
-                    argument.name, argument.example
-                ),
-            ));
-        }
-    };
-    let (kind, literal) = text;
-    let string = literal.value();
-    match kind {
-        Text::Duration => positive_duration(literal, &string, &format!("`{}`", argument.name))
-            .map(Value::Duration),
-        Text::Scope => scope(argument, literal, &string).map(Value::Scope),
-        Text::OnConflict => on_conflict(argument, literal, &string).map(Value::OnConflict),
-        Text::Choice { enum_name, values } => values
-            .iter()
-            .find(|(word, _)| *word == string)
-            .map(|&(_, variant)| Value::Choice { enum_name, variant })
-            .ok_or_else(|| {
-                let words = values.iter().map(|(word, _)| *word).collect::<Vec<_>>();
-                invalid_value(argument, literal, &string, &one_of(&words))
-            }),
+        let list =
+            input.peek(token::Paren) || input.peek(token::Bracket) || input.peek(token::Brace);
+        Ok(Self::Missing(if list {
+            Some(input.parse()?)
+        } else {
+            None
+        }))
+    }
+}
+
+/// The error for `name` or `name(..)`, where `name = value` was expected.
+fn missing_value(
+    keyword: &impl ToTokens,
+    list: Option<proc_macro2::Group>,
+    about: About,
+) -> syn::Error {
+    let message = format!("expected `{} = ...`, as in `{}`", about.name, about.example);
+    syn::Error::new_spanned(quote!(#keyword #list), message)
+}
+
+fn boolean(value: &Expr, about: About) -> syn::Result<bool> {
+    match literal(value) {
+        Some(Lit::Bool(boolean)) => Ok(boolean.value),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "expected `true` or `false` for `{}`, as in `{}`",
+                about.name, about.example
+            ),
+        )),
+    }
+}
+
+fn string(value: &Expr, about: About) -> syn::Result<&LitStr> {
+    match literal(value) {
+        Some(Lit::Str(string)) => Ok(string),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "expected a string for `{}`, as in `{}`",
+                about.name, about.example
+            ),
+        )),
     }
 }
 
@@ -311,12 +384,87 @@ fn literal(value: &Expr) -> Option<&Lit> {
     }
 }
 
-fn invalid_value(argument: &Argument, literal: &LitStr, value: &str, expected: &str) -> syn::Error {
+fn duration(value: &Expr, about: About) -> syn::Result<Millis> {
+    let literal = string(value, about)?;
+    millis(literal, &literal.value())
+}
+
+/// The duration `text`, written in `literal`, where an error is reported.
+fn millis(literal: &LitStr, text: &str) -> syn::Result<Millis> {
+    duration::parse_millis(text)
+        .map(Millis)
+        .map_err(|error| syn::Error::new_spanned(literal, error.message(text)))
+}
+
+fn scope(value: &Expr, about: About) -> syn::Result<Scope> {
+    let literal = string(value, about)?;
+    let text = literal.value();
+    match text.as_str() {
+        "user" => return Ok(Scope::User),
+        "global" => return Ok(Scope::Global),
+        _ => {}
+    }
+    match text
+        .strip_prefix("custom(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        Some(name) => Ok(Scope::Custom(name.to_owned())),
+        None => Err(invalid_value(
+            about,
+            literal,
+            r#"`"user"`, `"global"` or `"custom(<name>)"`"#,
+        )),
+    }
+}
+
+fn on_conflict(value: &Expr, about: About) -> syn::Result<OnConflict> {
+    let literal = string(value, about)?;
+    let text = literal.value();
+    if text == "reject" {
+        return Ok(OnConflict::Reject);
+    }
+    match text
+        .strip_prefix("wait(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        Some(wait) => millis(literal, wait).map(OnConflict::Wait),
+        None => Err(invalid_value(
+            about,
+            literal,
+            r#"`"reject"` or `"wait(<duration>)"`, as in `"wait(5s)"`"#,
+        )),
+    }
+}
+
+/// The check of an argument whose value is one of `words`.
+fn choice(words: &'static Words) -> impl FnOnce(&Expr, About) -> syn::Result<Choice> {
+    move |value, about| {
+        let literal = string(value, about)?;
+        let text = literal.value();
+        match words.words.iter().find(|(word, _)| *word == text) {
+            Some(&(_, variant)) => Ok(Choice {
+                enum_name: words.enum_name,
+                variant,
+            }),
+            None => {
+                let valid = words
+                    .words
+                    .iter()
+                    .map(|(word, _)| *word)
+                    .collect::<Vec<_>>();
+                Err(invalid_value(about, literal, &one_of(&valid)))
+            }
+        }
+    }
+}
+
+fn invalid_value(about: About, literal: &LitStr, expected: &str) -> syn::Error {
     syn::Error::new_spanned(
         literal,
         format!(
-            "invalid `{}` value `{value}`; expected {expected}",
-            argument.name
+            "invalid `{}` value `{}`; expected {expected}",
+            about.name,
+            literal.value()
         ),
     )
 }
@@ -334,129 +482,6 @@ fn one_of(words: &[&str]) -> String {
     }
 }
 
-fn positive_duration(literal: &LitStr, text: &str, what: &str) -> syn::Result<u64> {
-    match duration::parse_millis(text) {
-        Ok(0) => Err(syn::Error::new_spanned(
-            literal,
-            format!("{what} must be greater than zero"),
-        )),
-        Ok(millis) => Ok(millis),
-        Err(error) => Err(syn::Error::new_spanned(literal, error.message(text))),
-    }
-}
-
-fn scope(argument: &Argument, literal: &LitStr, value: &str) -> syn::Result<Scope> {
-    match value {
-        "user" => return Ok(Scope::User),
-        "global" => return Ok(Scope::Global),
-        _ => {}
-    }
-    let Some(name) = value
-        .strip_prefix("custom(")
-        .and_then(|rest| rest.strip_suffix(')'))
-    else {
-        return Err(invalid_value(
-            argument,
-            literal,
-            value,
-            r#"`"user"`, `"global"` or `"custom(<name>)"`"#,
-        ));
-    };
-    match custom_scope_name_error(name) {
-        Some(message) => Err(syn::Error::new_spanned(literal, message)),
-        None => Ok(Scope::Custom(name.to_owned())),
-    }
-}
-
-/// What is wrong with a custom scope name, if anything. The rules are `Policy::validate`'s
-/// in idem-core, which also checks the policy the expansion builds; this spells them out on
-/// the literal, and a test keeps the two in agreement.
-pub(crate) fn custom_scope_name_error(name: &str) -> Option<String> {
-    let valid = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
-    if name.is_empty() || !name.chars().all(valid) {
-        return Some(format!(
-            "invalid custom scope name `{name}`; use lowercase letters, digits, `_` and `-`"
-        ));
-    }
-    if name == "user" || name == "global" {
-        // `Scope::Custom("user")` would hash its keys like `Scope::User` does.
-        return Some(format!(
-            "the custom scope name `{name}` is reserved; use `scope = \"{name}\"` or another name"
-        ));
-    }
-    None
-}
-
-fn on_conflict(argument: &Argument, literal: &LitStr, value: &str) -> syn::Result<Option<u64>> {
-    if value == "reject" {
-        return Ok(None);
-    }
-    match value
-        .strip_prefix("wait(")
-        .and_then(|rest| rest.strip_suffix(')'))
-    {
-        Some(wait) => positive_duration(literal, wait, "the `on_conflict` wait").map(Some),
-        None => Err(invalid_value(
-            argument,
-            literal,
-            value,
-            r#"`"reject"` or `"wait(<duration>)"`, as in `"wait(5s)"`"#,
-        )),
-    }
-}
-
-/// A TTL shorter than the lease would forget a result sooner than an interrupted request
-/// blocks its key: almost certainly swapped values. The error is on whichever of the two
-/// the user wrote, the TTL when both.
-fn check_ttl_covers_lease(args: &Args, metas: &Punctuated<Meta, Token![,]>) -> syn::Result<()> {
-    let given = |index: usize| {
-        args.settings
-            .iter()
-            .find_map(|setting| match setting.value {
-                Value::Duration(millis) if setting.argument == &ARGUMENTS[index] => Some(millis),
-                _ => None,
-            })
-    };
-    let (ttl, lease) = (given(TTL), given(LEASE));
-    if ttl.is_none() && lease.is_none() {
-        return Ok(());
-    }
-    let default = |index: usize| {
-        let literal = ARGUMENTS[index].default.trim_matches('"');
-        duration::parse_millis(literal).map_err(|error: DurationError| {
-            syn::Error::new(Span::call_site(), error.message(literal))
-        })
-    };
-    let ttl_millis = ttl.map_or_else(|| default(TTL), Ok)?;
-    let lease_millis = lease.map_or_else(|| default(LEASE), Ok)?;
-    if ttl_millis >= lease_millis {
-        return Ok(());
-    }
-    let describe = |millis: u64, given: Option<u64>| match given {
-        Some(_) => duration::display(millis),
-        None => format!("{}, the default", duration::display(millis)),
-    };
-    let blamed = if ttl.is_some() { "ttl" } else { "lease" };
-    let span = metas
-        .iter()
-        .find_map(|meta| match meta {
-            Meta::NameValue(name_value) if name_value.path.is_ident(blamed) => {
-                Some(name_value.value.span())
-            }
-            _ => None,
-        })
-        .unwrap_or_else(Span::call_site);
-    Err(syn::Error::new(
-        span,
-        format!(
-            "`ttl` ({}) is shorter than `lease` ({}): a result would be forgotten sooner than an \
-             interrupted request blocks its key; make `ttl` at least as long as `lease`",
-            describe(ttl_millis, ttl),
-            describe(lease_millis, lease),
-        ),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use quote::quote;
@@ -470,41 +495,36 @@ mod tests {
         }
     }
 
-    fn values(tokens: TokenStream) -> Vec<(&'static str, Value)> {
-        parse(tokens)
-            .unwrap()
-            .settings
-            .into_iter()
-            .map(|setting| (setting.argument.name, setting.value))
-            .collect()
+    fn value<T>(given: Option<Given<T>>) -> Option<T> {
+        given.map(|given| given.value)
     }
 
     #[test]
     fn no_arguments_is_no_settings() {
-        assert!(values(quote!()).is_empty());
+        let args = parse(quote!()).unwrap();
+        assert!(args.ttl.is_none() && args.scope.is_none() && args.key_syntax.is_none());
+        assert!(args.extent.is_none());
     }
 
     #[test]
-    fn settings_come_in_table_order_whatever_the_written_order() {
-        let parsed = values(quote!(
+    fn each_argument_reaches_its_field_whatever_the_written_order() {
+        let args = parse(quote!(
             key_syntax = "strict",
             ttl = "1h",
             scope = "custom(tenant)"
-        ));
+        ))
+        .unwrap();
         assert_eq!(
-            parsed,
-            [
-                ("ttl", Value::Duration(3_600_000)),
-                ("scope", Value::Scope(Scope::Custom("tenant".into()))),
-                (
-                    "key_syntax",
-                    Value::Choice {
-                        enum_name: "KeySyntax",
-                        variant: "Strict"
-                    }
-                ),
-            ]
+            value(args.key_syntax),
+            Some(Choice {
+                enum_name: "KeySyntax",
+                variant: "Strict"
+            })
         );
+        assert_eq!(value(args.ttl), Some(Millis(3_600_000)));
+        assert_eq!(value(args.scope), Some(Scope::Custom("tenant".into())));
+        assert!(args.lease.is_none() && args.required.is_none());
+        assert!(args.extent.is_some());
     }
 
     #[test]
@@ -532,18 +552,44 @@ mod tests {
     }
 
     #[test]
-    fn on_conflict_takes_reject_or_a_positive_wait() {
+    fn a_path_is_no_argument_even_if_it_starts_with_one() {
         assert_eq!(
-            values(quote!(on_conflict = "reject")),
-            [("on_conflict", Value::OnConflict(None))]
+            errors(quote!(ttl::x = "1h")),
+            [
+                "unknown argument `ttl::x`; expected one of `ttl`, `scope`, `required`, `lease`, \
+                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_repeat_is_refused_even_if_the_first_was() {
+        assert_eq!(
+            errors(quote!(required, required = true, required = false)),
+            [
+                "expected `required = ...`, as in `required = false`",
+                "repeated argument `required`; give each argument at most once",
+                "repeated argument `required`; give each argument at most once",
+            ]
+        );
+    }
+
+    /// Zero parses: that `ttl`, `lease` and a wait must be positive is `Policy::validate`'s
+    /// rule, checked where the expansion is compiled (`tests/ui/fail/zero_duration.rs`).
+    #[test]
+    fn on_conflict_takes_reject_or_a_wait() {
+        let on_conflict = |tokens| value(parse(tokens).unwrap().on_conflict);
+        assert_eq!(
+            on_conflict(quote!(on_conflict = "reject")),
+            Some(OnConflict::Reject)
         );
         assert_eq!(
-            values(quote!(on_conflict = "wait(1m 30s)")),
-            [("on_conflict", Value::OnConflict(Some(90_000)))]
+            on_conflict(quote!(on_conflict = "wait(1m 30s)")),
+            Some(OnConflict::Wait(Millis(90_000)))
         );
         assert_eq!(
-            errors(quote!(on_conflict = "wait(0s)")),
-            ["the `on_conflict` wait must be greater than zero"]
+            on_conflict(quote!(on_conflict = "wait(0s)")),
+            Some(OnConflict::Wait(Millis(0)))
         );
         assert_eq!(
             errors(quote!(on_conflict = "queue")),
@@ -551,73 +597,22 @@ mod tests {
                 r#"invalid `on_conflict` value `queue`; expected `"reject"` or `"wait(<duration>)"`, as in `"wait(5s)"`"#
             ]
         );
-    }
-
-    #[test]
-    fn custom_scope_names_are_checked() {
         assert_eq!(
-            errors(quote!(scope = "custom(Tenant)")),
-            ["invalid custom scope name `Tenant`; use lowercase letters, digits, `_` and `-`"]
-        );
-        assert_eq!(
-            errors(quote!(scope = "custom()")),
-            ["invalid custom scope name ``; use lowercase letters, digits, `_` and `-`"]
-        );
-        assert_eq!(
-            errors(quote!(scope = "custom(user)")),
-            ["the custom scope name `user` is reserved; use `scope = \"user\"` or another name"]
-        );
-        assert_eq!(
-            values(quote!(scope = "custom(api-key_2)")),
-            [("scope", Value::Scope(Scope::Custom("api-key_2".into())))]
+            errors(quote!(on_conflict = "wait(5x)")),
+            ["unit `x` is not supported in the duration `5x`; use `ms`, `s`, `m`, `h` or `d`"]
         );
     }
 
-    /// The macro's spelled-out rules for custom scope names are `Policy::validate`'s.
+    /// The name is passed on as written: its rules are `Policy::validate`'s, checked where
+    /// the expansion is compiled (`tests/ui/fail/{invalid,reserved}_custom_scope.rs`).
     #[test]
-    fn custom_scope_names_follow_policy_validate() {
-        use idem_core::{Policy, Scope};
-
-        let mut names: Vec<String> = (0u8..=127)
-            .map(|byte| char::from(byte).to_string())
-            .collect();
-        names.extend(
-            [
-                "", "user", "global", "users", "global-2", "tenant", "Tenant", "api key", "é",
-                "a.b",
-            ]
-            .map(str::to_owned),
-        );
-        for name in names {
-            let leaked: &'static str = Box::leak(name.clone().into_boxed_str());
-            let runtime = Policy::new()
-                .scope(Scope::Custom(leaked))
-                .validate()
-                .is_ok();
-            let macro_ = custom_scope_name_error(&name).is_none();
-            assert_eq!(macro_, runtime, "{name:?}");
+    fn a_custom_scope_keeps_its_name() {
+        let scope = |tokens| value(parse(tokens).unwrap().scope);
+        for name in ["api-key_2", "Tenant", "", "user"] {
+            let tokens: TokenStream = format!(r#"scope = "custom({name})""#).parse().unwrap();
+            assert_eq!(scope(tokens), Some(Scope::Custom(name.into())), "{name}");
         }
-    }
-
-    #[test]
-    fn ttl_must_cover_the_lease_given_or_default() {
-        assert_eq!(
-            errors(quote!(ttl = "30s")),
-            [
-                "`ttl` (30s) is shorter than `lease` (1m, the default): a result would be \
-                 forgotten sooner than an interrupted request blocks its key; make `ttl` at least \
-                 as long as `lease`"
-            ]
-        );
-        assert_eq!(
-            errors(quote!(lease = "2d")),
-            [
-                "`ttl` (1d, the default) is shorter than `lease` (2d): a result would be \
-                 forgotten sooner than an interrupted request blocks its key; make `ttl` at least \
-                 as long as `lease`"
-            ]
-        );
-        assert!(parse(quote!(ttl = "1m", lease = "60s")).is_ok());
+        assert_eq!(scope(quote!(scope = "global")), Some(Scope::Global));
     }
 
     #[test]
@@ -634,11 +629,9 @@ mod tests {
 
     #[test]
     fn the_defaults_parse_to_valid_values() {
-        for argument in &ARGUMENTS {
-            let text: TokenStream = format!("{} = {}", argument.name, argument.default)
-                .parse()
-                .unwrap();
-            assert!(parse(text).is_ok(), "{}", argument.name);
+        for (name, default) in ARGUMENTS {
+            let text: TokenStream = format!("{name} = {default}").parse().unwrap();
+            assert!(parse(text).is_ok(), "{name}");
         }
     }
 }

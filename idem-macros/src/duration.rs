@@ -40,8 +40,8 @@ impl DurationError {
     }
 }
 
-/// Parses a duration literal into milliseconds. Zero is a valid parse; callers refuse it
-/// where a duration must be positive.
+/// Parses a duration literal into milliseconds. Zero is a valid parse: that a duration must
+/// be positive is a rule of the policy, which `Policy::validate` holds.
 pub(crate) fn parse_millis(text: &str) -> Result<u64, DurationError> {
     let mut rest = text.trim();
     if rest.is_empty() {
@@ -75,22 +75,6 @@ pub(crate) fn parse_millis(text: &str) -> Result<u64, DurationError> {
         rest = after.trim_start();
     }
     Ok(total)
-}
-
-/// Formats milliseconds back into the largest units, for messages: `90000` → `1m 30s`.
-pub(crate) fn display(millis: u64) -> String {
-    if millis == 0 {
-        return "0s".to_owned();
-    }
-    let mut rest = millis;
-    let mut parts = Vec::new();
-    for &(name, length) in UNITS.iter().rev() {
-        if rest >= length {
-            parts.push(format!("{}{name}", rest / length));
-            rest %= length;
-        }
-    }
-    parts.join(" ")
 }
 
 #[cfg(test)]
@@ -155,14 +139,5 @@ mod tests {
             parse_millis("18446744073709551615ms 1ms"),
             Err(DurationError::TooLarge)
         );
-    }
-
-    #[test]
-    fn displays_in_the_largest_units() {
-        assert_eq!(display(0), "0s");
-        assert_eq!(display(250), "250ms");
-        assert_eq!(display(90_000), "1m 30s");
-        assert_eq!(display(86_400_000), "1d");
-        assert_eq!(display(86_400_000 + 1), "1d 1ms");
     }
 }

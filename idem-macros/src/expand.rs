@@ -20,7 +20,7 @@
 //! constant instead, as a hidden associated function. The constant is what the router names,
 //! and it dereferences to the `fn` pointer, so it is called like the function.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{
     AttrStyle, Attribute, ItemFn, Meta, ReturnType, Safety, Token, Type, Visibility,
@@ -28,8 +28,8 @@ use syn::{
 };
 
 use crate::{
-    args::{self, Args, Errors, Scope, Value},
-    validate,
+    args::{self, Args, Errors, Extent},
+    policy, validate,
 };
 
 /// Expands `#[idempotent(args)] item`. On an error, the function is emitted next to the
@@ -81,86 +81,150 @@ fn fallback(error: Option<TokenStream>, mut function: ItemFn) -> TokenStream {
     quote!(#error #function)
 }
 
+/// The constant that replaces the handler: its type, and `Idempotent::new` with the policy,
+/// the call of the original function and the question about its last argument.
 fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
-    let ItemFn {
-        attrs,
-        vis,
-        sig,
-        block,
-        ..
-    } = function;
-    let Split {
-        constant: constant_attrs,
-        function: function_attrs,
-    } = split_attributes(attrs);
-    let ident = sig.ident.clone();
-    // An associated function that names `Self` cannot be nested in the constant (rustc's
-    // E0401): it becomes a hidden associated function next to it, called as `Self::..`.
-    let associated = mentions_self(&sig, &block);
-    let original = if associated {
-        format_ident!("__idem_{}", ident, span = ident.span())
-    } else {
-        ident.clone()
-    };
-    let inner = ItemFn {
-        attrs: function_attrs,
-        vis: Visibility::Inherited,
-        modifiers: Default::default(),
-        sig: syn::Signature {
-            ident: original.clone(),
-            ..sig
-        },
-        block,
-    };
+    let handler = Handler::new(function);
+    let output = Output::of(&handler.original.sig.output);
+    let future = output.future();
+    let handler_type = quote!(::idem_core::__private::Idempotent<fn(#(#types),*) -> #future>);
     let arguments = (0..types.len())
         .map(|index| format_ident!("__idem_arg{index}"))
         .collect::<Vec<_>>();
-    let output = Output::of(&inner.sig.output);
-    // A handler whose future is not `Send`, or whose output is not a response, is reported
-    // on its return type (or its name), not on generated code.
-    let output_span = match &inner.sig.output {
-        ReturnType::Type(_, output) => output.span(),
-        ReturnType::Default => ident.span(),
-    };
-    let path = if associated {
-        quote!(Self::#original)
-    } else {
-        quote!(#original)
-    };
-    let boxed = output.boxing(output_span);
-    let call = quote_spanned! {output_span=>
-        ::idem_core::__private::#boxed(#path(#(#arguments),*))
-    };
-    let future = output.future();
-    let handler_type = quote!(::idem_core::__private::Idempotent<fn(#(#types),*) -> #future>);
+    let call = handler.call(&arguments, &output);
     let last = match types.last() {
         Some(last) => quote!(#last),
         None => quote!(()),
     };
-    let policy = policy(args);
-    let constructor = quote! {
-        ::idem_core::__private::Idempotent::new(
+    let policy = policy::policy(args);
+    let constructor = idempotent_new(
+        args.extent,
+        quote! {
             #policy,
             |#(#arguments),*| #call,
             || ::idem_core::__private::LastArgument::<#last>::NEW.runs_on_replay(),
-        )
+        },
+    );
+    handler.into_constant(handler_type, constructor)
+}
+
+/// `::idem_core::__private::Idempotent::new(#arguments)`, located on the attribute's
+/// arguments.
+///
+/// `Idempotent::new` is a `const fn` that panics when `Policy::validate` refuses the policy,
+/// so a policy that breaks one of its rules fails where the constant is compiled, and rustc
+/// reports the panic on this call ("evaluation panicked: invalid idempotency policy: ...").
+/// A call's span runs from its first token to its closing parenthesis: with the path where
+/// the first argument starts and the parentheses where the last one ends, the error
+/// underlines the arguments that made the policy. Only the location changes; the names
+/// resolve at the call site, as everywhere else in the expansion.
+fn idempotent_new(extent: Option<Extent>, arguments: TokenStream) -> TokenStream {
+    let Some(Extent { first, last }) = extent else {
+        return quote!(::idem_core::__private::Idempotent::new(#arguments));
     };
-    if associated {
-        quote! {
-            #[doc(hidden)]
-            #inner
-            #(#constant_attrs)*
-            #[allow(non_upper_case_globals)]
-            #vis const #ident: #handler_type = #constructor;
+    let at = |span: Span| Span::call_site().located_at(span);
+    let path = quote_spanned!(at(first)=> ::idem_core::__private::Idempotent::new);
+    let mut parenthesized = Group::new(Delimiter::Parenthesis, arguments);
+    parenthesized.set_span(at(last));
+    quote!(#path #parenthesized)
+}
+
+/// The annotated function, taken apart: what goes on the constant, and the original function
+/// that goes inside it (or next to it).
+struct Handler {
+    /// The attributes that belong on the constant (see [`split_attributes`]).
+    constant_attrs: Vec<Attribute>,
+    vis: Visibility,
+    /// The handler's name, which the constant takes.
+    ident: Ident,
+    /// The function as written, with its other attributes and no visibility; renamed
+    /// `__idem_<name>` when it is `associated`.
+    original: ItemFn,
+    /// Whether the function names `Self`. Such an associated function cannot be nested in
+    /// the constant (rustc's E0401): it becomes a hidden associated function next to it,
+    /// called as `Self::__idem_<name>`.
+    associated: bool,
+}
+
+impl Handler {
+    fn new(function: ItemFn) -> Self {
+        let ItemFn {
+            attrs,
+            vis,
+            sig,
+            block,
+            ..
+        } = function;
+        let Split { constant, function } = split_attributes(attrs);
+        let ident = sig.ident.clone();
+        let associated = mentions_self(&sig, &block);
+        let name = if associated {
+            format_ident!("__idem_{}", ident, span = ident.span())
+        } else {
+            ident.clone()
+        };
+        let original = ItemFn {
+            attrs: function,
+            vis: Visibility::Inherited,
+            modifiers: Default::default(),
+            sig: syn::Signature { ident: name, ..sig },
+            block,
+        };
+        Self {
+            constant_attrs: constant,
+            vis,
+            ident,
+            original,
+            associated,
         }
-    } else {
-        quote! {
-            #(#constant_attrs)*
-            #[allow(non_upper_case_globals)]
-            #vis const #ident: #handler_type = {
-                #inner
-                #constructor
-            };
+    }
+
+    /// The original function called with `arguments`, its future boxed. It is spanned on
+    /// the return type (or the name), where a future that is not `Send`, or an output that
+    /// is not a response, is reported rather than on generated code.
+    fn call(&self, arguments: &[Ident], output: &Output) -> TokenStream {
+        let name = &self.original.sig.ident;
+        let path = if self.associated {
+            quote!(Self::#name)
+        } else {
+            quote!(#name)
+        };
+        let span = match &self.original.sig.output {
+            ReturnType::Type(_, output) => output.span(),
+            ReturnType::Default => self.ident.span(),
+        };
+        let boxed = output.boxing(span);
+        quote_spanned! {span=>
+            ::idem_core::__private::#boxed(#path(#(#arguments),*))
+        }
+    }
+
+    /// The constant, of type `handler_type`, initialized by `constructor`.
+    fn into_constant(self, handler_type: TokenStream, constructor: TokenStream) -> TokenStream {
+        let Self {
+            constant_attrs,
+            vis,
+            ident,
+            original,
+            associated,
+        } = self;
+        if associated {
+            quote! {
+                #[doc(hidden)]
+                #original
+                #(#constant_attrs)*
+                #[allow(non_upper_case_globals)]
+                #vis const #ident: #handler_type = #constructor;
+            }
+        } else {
+            quote! {
+                #(#constant_attrs)*
+                #[allow(non_upper_case_globals)]
+                #vis const #ident: #handler_type = {
+                    #original
+                    #constructor
+                };
+            }
         }
     }
 }
@@ -219,56 +283,6 @@ fn mentions_self(sig: &syn::Signature, block: &syn::Block) -> bool {
         })
     }
     search(quote!(#sig)) || search(quote!(#block))
-}
-
-/// `Policy::new()` and one setter per argument the user gave: the defaults live in
-/// `Policy::new()` only.
-fn policy(args: &Args) -> TokenStream {
-    let setters = args.settings.iter().map(|setting| {
-        let setter = format_ident!("{}", setting.argument.name, span = setting.span);
-        let value = value(&setting.value, setting.span);
-        quote_spanned!(setting.span=> .#setter(#value))
-    });
-    quote!(::idem_core::__private::Policy::new() #(#setters)*)
-}
-
-fn value(value: &Value, span: Span) -> TokenStream {
-    match value {
-        Value::Duration(millis) => duration(*millis, span),
-        Value::Bool(boolean) => quote_spanned!(span=> #boolean),
-        Value::Scope(Scope::User) => quote_spanned!(span=> ::idem_core::__private::Scope::User),
-        Value::Scope(Scope::Global) => {
-            quote_spanned!(span=> ::idem_core::__private::Scope::Global)
-        }
-        Value::Scope(Scope::Custom(name)) => {
-            quote_spanned!(span=> ::idem_core::__private::Scope::Custom(#name))
-        }
-        Value::OnConflict(None) => {
-            quote_spanned!(span=> ::idem_core::__private::OnConflict::Reject)
-        }
-        Value::OnConflict(Some(wait)) => {
-            let wait = duration(*wait, span);
-            quote_spanned!(span=> ::idem_core::__private::OnConflict::Wait(#wait))
-        }
-        Value::Choice { enum_name, variant } => {
-            let enum_name = format_ident!("{enum_name}", span = span);
-            let variant = format_ident!("{variant}", span = span);
-            quote_spanned!(span=> ::idem_core::__private::#enum_name::#variant)
-        }
-    }
-}
-
-/// `Duration::from_secs(n)` for whole seconds, else `Duration::from_millis(n)`.
-fn duration(millis: u64, span: Span) -> TokenStream {
-    let (constructor, amount) = if millis.is_multiple_of(1000) {
-        ("from_secs", millis / 1000)
-    } else {
-        ("from_millis", millis)
-    };
-    let constructor = format_ident!("{constructor}", span = span);
-    let mut amount = proc_macro2::Literal::u64_unsuffixed(amount);
-    amount.set_span(span);
-    quote_spanned!(span=> ::idem_core::__private::Duration::#constructor(#amount))
 }
 
 /// The attributes of the constant and those of the nested function.

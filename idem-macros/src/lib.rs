@@ -8,6 +8,7 @@
 mod args;
 mod duration;
 mod expand;
+mod policy;
 mod validate;
 
 #[cfg(test)]
@@ -80,8 +81,12 @@ use proc_macro::TokenStream;
 /// A duration is one or more `<number><unit>` groups with the units `ms`, `s`, `m`, `h` and
 /// `d`: `"250ms"`, `"90s"`, `"1h 30m"`, `"7d"`. It must be positive, and `ttl` at least as
 /// long as `lease`. A custom scope name is lowercase letters, digits, `_` and `-`, and
-/// neither `user` nor `global`: the rules of `Policy::validate`, which the layer applies
-/// too. Its principal comes from the runtime's `ResolvePrincipal`.
+/// neither `user` nor `global`. Its principal comes from the runtime's `ResolvePrincipal`.
+///
+/// These rules are `Policy::validate`'s, which the layer applies too: a handler whose policy
+/// breaks one does not compile, and the error (`evaluation panicked: invalid idempotency
+/// policy: ...`) underlines the attribute's arguments. A handler in an `impl` block is
+/// checked where it is used, when the crate is built; `cargo check` does not evaluate it.
 ///
 /// # What a replay checks
 ///

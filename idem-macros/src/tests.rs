@@ -261,7 +261,7 @@ fn table_rows(text: &str) -> Vec<(String, String)> {
 fn the_argument_tables_are_the_macros() {
     let arguments = crate::args::ARGUMENTS
         .iter()
-        .map(|argument| (argument.name.to_owned(), argument.default.to_owned()))
+        .map(|(name, default)| ((*name).to_owned(), (*default).to_owned()))
         .collect::<Vec<_>>();
     let docs = fs::read_to_string(manifest_dir().join("../docs/macro.md")).unwrap();
     // The attribute's own documentation, which idem-core re-exports with it.

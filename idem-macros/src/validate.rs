@@ -4,7 +4,10 @@
 //! body is called through a plain `fn` pointer. So it must be a free `async fn` whose argument
 //! types can be written down: no receiver, no generics, no `impl Trait` arguments.
 
-use syn::{FnArg, ItemFn, Safety, Type, TypeImplTrait, spanned::Spanned, visit::Visit};
+use syn::{
+    Attribute, FnArg, ItemFn, Safety, Signature, Type, TypeImplTrait, spanned::Spanned,
+    visit::Visit,
+};
 
 use crate::args::Errors;
 
@@ -14,7 +17,16 @@ const MAX_ARGUMENTS: usize = 16;
 /// Checks the handler's signature and returns its argument types, in order.
 pub(crate) fn handler(function: &ItemFn) -> syn::Result<Vec<&Type>> {
     let mut errors = Errors::default();
-    let sig = &function.sig;
+    qualifiers(&function.sig, &mut errors);
+    not_generic(&function.sig, &mut errors);
+    let types = argument_types(&function.sig, &mut errors);
+    applied_once(&function.attrs, &mut errors);
+    errors.finish(types)
+}
+
+/// `async`, and none of `const`, `unsafe` and `extern`: the constant calls the function
+/// through a plain `fn` pointer that returns its boxed future.
+fn qualifiers(sig: &Signature, errors: &mut Errors) {
     if let Some(constness) = &sig.constness {
         errors.push(syn::Error::new_spanned(
             constness,
@@ -39,6 +51,10 @@ pub(crate) fn handler(function: &ItemFn) -> syn::Result<Vec<&Type>> {
             "an `#[idempotent]` handler cannot have an ABI; remove `extern`",
         ));
     }
+}
+
+/// No generic parameters and no `where` clause: the constant's type names the argument types.
+fn not_generic(sig: &Signature, errors: &mut Errors) {
     let generic = "an `#[idempotent]` handler cannot be generic: its type names its argument \
                    types; use concrete types";
     if !sig.generics.params.is_empty() {
@@ -47,6 +63,11 @@ pub(crate) fn handler(function: &ItemFn) -> syn::Result<Vec<&Type>> {
     if let Some(where_clause) = &sig.generics.where_clause {
         errors.push(syn::Error::new_spanned(where_clause, generic));
     }
+}
+
+/// The argument types, which must be nameable: no `...`, no `self`, no `impl Trait`, and at
+/// most [`MAX_ARGUMENTS`].
+fn argument_types<'a>(sig: &'a Signature, errors: &mut Errors) -> Vec<&'a Type> {
     if let Some(variadic) = &sig.variadic {
         errors.push(syn::Error::new_spanned(
             variadic,
@@ -61,15 +82,7 @@ pub(crate) fn handler(function: &ItemFn) -> syn::Result<Vec<&Type>> {
                 "an `#[idempotent]` handler cannot take `self`; make it a free function",
             )),
             FnArg::Typed(typed) => {
-                let mut impl_traits = ImplTraits::default();
-                impl_traits.visit_type(&typed.ty);
-                for impl_trait in impl_traits.0 {
-                    errors.push(syn::Error::new_spanned(
-                        impl_trait,
-                        "an `#[idempotent]` handler cannot take `impl Trait` arguments: its type \
-                         names its argument types; use a concrete type",
-                    ));
-                }
+                no_impl_trait(&typed.ty, errors);
                 types.push(&*typed.ty);
             }
         }
@@ -84,7 +97,24 @@ pub(crate) fn handler(function: &ItemFn) -> syn::Result<Vec<&Type>> {
             ));
         }
     }
-    for attribute in &function.attrs {
+    types
+}
+
+fn no_impl_trait(ty: &Type, errors: &mut Errors) {
+    let mut impl_traits = ImplTraits::default();
+    impl_traits.visit_type(ty);
+    for impl_trait in impl_traits.0 {
+        errors.push(syn::Error::new_spanned(
+            impl_trait,
+            "an `#[idempotent]` handler cannot take `impl Trait` arguments: its type names its \
+             argument types; use a concrete type",
+        ));
+    }
+}
+
+/// Refuses a second `#[idempotent]` among the function's attributes.
+fn applied_once(attributes: &[Attribute], errors: &mut Errors) {
+    for attribute in attributes {
         let applied_again = attribute
             .path()
             .segments
@@ -97,7 +127,6 @@ pub(crate) fn handler(function: &ItemFn) -> syn::Result<Vec<&Type>> {
             ));
         }
     }
-    errors.finish(types)
 }
 
 /// The `impl Trait` types inside a type.

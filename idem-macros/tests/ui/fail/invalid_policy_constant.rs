@@ -1,6 +1,6 @@
-//! The expansion checks its policy with `Policy::validate` where the constant is compiled:
-//! a policy the macro's own parser would let through still fails to compile. (Written by
-//! hand here, as no attribute argument reaches it.)
+//! `Idempotent::new` checks its policy with `Policy::validate` where the constant is compiled,
+//! written by hand here: the check an attribute's arguments meet (`zero_duration.rs`,
+//! `ttl_shorter_than_lease.rs`, ...), there reported on the arguments, here on the call.
 use idem_core::__private::{Idempotent, LastArgument, Policy, Scope, boxed};
 
 #[allow(non_upper_case_globals)]

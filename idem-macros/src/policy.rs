@@ -1,0 +1,153 @@
+//! The policy the expansion passes to `Idempotent::new`: `Policy::new()` and one setter per
+//! argument the user gave, so that the defaults live in `Policy::new()` only.
+//!
+//! ```text
+//! ::idem_core::__private::Policy::new()
+//!     .ttl(::idem_core::__private::Duration::from_secs(86400))
+//!     .scope(::idem_core::__private::Scope::User)
+//! ```
+//!
+//! Each setter is spanned on the value the user wrote.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+
+use crate::args::{Args, Argument, Choice, Given, Millis, OnConflict, Scope, kw};
+
+/// The policy expression: the setters come in the order of the fields of [`Args`], whatever
+/// the order the arguments were written in.
+pub(crate) fn policy(args: &Args) -> TokenStream {
+    let Args {
+        ttl,
+        scope,
+        required,
+        lease,
+        on_conflict,
+        store_server_errors,
+        fingerprint,
+        on_store_error,
+        key_syntax,
+        extent: _,
+    } = args;
+    let setters = [
+        setter::<kw::ttl>(ttl),
+        setter::<kw::scope>(scope),
+        setter::<kw::required>(required),
+        setter::<kw::lease>(lease),
+        setter::<kw::on_conflict>(on_conflict),
+        setter::<kw::store_server_errors>(store_server_errors),
+        setter::<kw::fingerprint>(fingerprint),
+        setter::<kw::on_store_error>(on_store_error),
+        setter::<kw::key_syntax>(key_syntax),
+    ];
+    quote!(::idem_core::__private::Policy::new() #(#setters)*)
+}
+
+/// `.name(value)`, named after the argument `K` and spanned on its value; nothing for an
+/// argument not given.
+fn setter<K: Argument>(given: &Option<Given<impl Expression>>) -> TokenStream {
+    let Some(Given { value, span }) = given else {
+        return TokenStream::new();
+    };
+    let setter = format_ident!("{}", K::ABOUT.name, span = *span);
+    let value = value.expression(*span);
+    quote_spanned!(*span=> .#setter(#value))
+}
+
+/// A checked value as the expression its setter takes.
+trait Expression {
+    /// The expression, spanned on the value the user wrote.
+    fn expression(&self, span: Span) -> TokenStream;
+}
+
+impl Expression for bool {
+    fn expression(&self, span: Span) -> TokenStream {
+        quote_spanned!(span=> #self)
+    }
+}
+
+impl Expression for Millis {
+    /// `Duration::from_secs(n)` for whole seconds, else `Duration::from_millis(n)`.
+    fn expression(&self, span: Span) -> TokenStream {
+        let Self(millis) = *self;
+        let (constructor, amount) = if millis.is_multiple_of(1000) {
+            ("from_secs", millis / 1000)
+        } else {
+            ("from_millis", millis)
+        };
+        let constructor = format_ident!("{constructor}", span = span);
+        let mut amount = proc_macro2::Literal::u64_unsuffixed(amount);
+        amount.set_span(span);
+        quote_spanned!(span=> ::idem_core::__private::Duration::#constructor(#amount))
+    }
+}
+
+impl Expression for Scope {
+    fn expression(&self, span: Span) -> TokenStream {
+        match self {
+            Self::User => quote_spanned!(span=> ::idem_core::__private::Scope::User),
+            Self::Global => quote_spanned!(span=> ::idem_core::__private::Scope::Global),
+            Self::Custom(name) => {
+                quote_spanned!(span=> ::idem_core::__private::Scope::Custom(#name))
+            }
+        }
+    }
+}
+
+impl Expression for OnConflict {
+    fn expression(&self, span: Span) -> TokenStream {
+        match self {
+            Self::Reject => quote_spanned!(span=> ::idem_core::__private::OnConflict::Reject),
+            Self::Wait(wait) => {
+                let wait = wait.expression(span);
+                quote_spanned!(span=> ::idem_core::__private::OnConflict::Wait(#wait))
+            }
+        }
+    }
+}
+
+impl Expression for Choice {
+    fn expression(&self, span: Span) -> TokenStream {
+        let enum_name = format_ident!("{}", self.enum_name, span = span);
+        let variant = format_ident!("{}", self.variant, span = span);
+        quote_spanned!(span=> ::idem_core::__private::#enum_name::#variant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+    use crate::args;
+
+    #[test]
+    fn no_arguments_is_policy_new() {
+        let args = args::parse(quote!()).unwrap();
+        assert_eq!(
+            policy(&args).to_string(),
+            quote!(::idem_core::__private::Policy::new()).to_string()
+        );
+    }
+
+    #[test]
+    fn setters_come_in_the_order_of_the_fields_whatever_the_written_order() {
+        let args = args::parse(quote!(
+            key_syntax = "strict",
+            on_conflict = "wait(1500ms)",
+            ttl = "1h",
+            scope = "custom(tenant)"
+        ))
+        .unwrap();
+        let expected = quote! {
+            ::idem_core::__private::Policy::new()
+                .ttl(::idem_core::__private::Duration::from_secs(3600))
+                .scope(::idem_core::__private::Scope::Custom("tenant"))
+                .on_conflict(::idem_core::__private::OnConflict::Wait(
+                    ::idem_core::__private::Duration::from_millis(1500)
+                ))
+                .key_syntax(::idem_core::__private::KeySyntax::Strict)
+        };
+        assert_eq!(policy(&args).to_string(), expected.to_string());
+    }
+}
