@@ -103,17 +103,27 @@ impl PolicyError {
     /// policy fails to compile with, where no formatting is available.
     pub const fn summary(&self) -> &'static str {
         match self {
-            Self::Zero(_) => "invalid idempotency policy: a duration that must be positive is zero",
+            Self::Zero(name) if is(name.as_bytes(), b"ttl") => {
+                "invalid idempotency policy: `ttl` must be greater than zero"
+            }
+            Self::Zero(name) if is(name.as_bytes(), b"lease") => {
+                "invalid idempotency policy: `lease` must be greater than zero"
+            }
+            Self::Zero(_) => {
+                "invalid idempotency policy: the `on_conflict` wait must be greater than zero"
+            }
             Self::TtlShorterThanLease { .. } => {
-                "invalid idempotency policy: `ttl` is shorter than `lease`"
+                "invalid idempotency policy: `ttl` is shorter than `lease`, so a result would be \
+                 forgotten sooner than an interrupted request blocks its key; make `ttl` at least \
+                 as long as `lease`"
             }
             Self::InvalidScopeName(_) => {
                 "invalid idempotency policy: a custom scope name is made of lowercase letters, \
-                 digits, `_` and `-`"
+                 digits, `_` and `-`, as in `custom(tenant)`"
             }
             Self::ReservedScopeName(_) => {
                 "invalid idempotency policy: the custom scope names `user` and `global` are \
-                 reserved"
+                 reserved; use the built-in scope of that name, or another name"
             }
         }
     }
