@@ -36,8 +36,7 @@ async fn main() -> ExitCode {
 
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let backend = Backend::open(&config.store).await?;
-    let listener = tokio::net::TcpListener::bind(config.addr)
-        .await
+    let listener = shop::server::bind(config.addr)
         .map_err(|error| format!("cannot listen on {}: {error}", config.addr))?;
     let addr = listener.local_addr()?;
     let shop = Shop::new(backend.ledger.clone(), config.settings.clone());
