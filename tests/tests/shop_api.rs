@@ -287,6 +287,42 @@ async fn a_refused_body_is_not_stored_and_the_key_works_once_fixed() {
     assert_eq!(test.api.payments(&alice).await.len(), 1);
 }
 
+/// A body is told every member it lacks, not only the first, and what a member of the wrong
+/// type must be in JSON's words, not Rust's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_body_is_told_every_missing_member_in_plain_words() {
+    let test = TestShop::memory(settings()).await;
+    let alice = user();
+    let empty = Answer::of(
+        test.api
+            .post("/transfers", Some(&alice), Some(&key()))
+            .json(&json!({})),
+    )
+    .await;
+    let problem = empty.problem(StatusCode::BAD_REQUEST, "invalid-body");
+    assert_eq!(
+        problem["detail"],
+        "amount: is required; currency: is required; toAccount: is required"
+    );
+    let pointers: Vec<_> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|error| error["pointer"].as_str().unwrap())
+        .collect();
+    assert_eq!(pointers, ["#/amount", "#/currency", "#/toAccount"]);
+
+    let answer = test
+        .api
+        .pay(&alice, &key(), &json!({ "amount": "9800" }))
+        .await;
+    let problem = answer.problem(StatusCode::BAD_REQUEST, "invalid-body");
+    assert_eq!(
+        problem["detail"],
+        r#"amount: invalid type: must be an integer, not the string "9800"; currency: is required"#
+    );
+}
+
 /// 200 requests with one key at once, on as many connections and tasks: exactly one payment.
 /// Every other request is answered 409 (the first is in flight) or the replay of its result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
