@@ -47,7 +47,8 @@ environment:
                           than this to arrive (default 10000)
   SHOP_MAX_CONNECTIONS    connections served at once; more wait up to 1 s for a
                           slot, or get 503 (default 512)
-  RUST_LOG                log filter (default info)
+  RUST_LOG                log filter (default info,sqlx::postgres::notice=warn;
+                          RUST_LOG=info shows PostgreSQL's notices too)
 ";
 
 /// Everything the binary needs to start.
