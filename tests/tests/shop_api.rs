@@ -60,6 +60,26 @@ async fn quoted_and_bare_spellings_are_one_key() {
     assert_eq!(test.api.payments(&alice).await.len(), 2);
 }
 
+/// Single quotes do not quote: `'abc'` is not an sf-string, so it is read as a bare key whose
+/// quotes are part of it, a key of its own beside `abc`, as the shop's README says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_quoted_key_keeps_its_quotes() {
+    let test = TestShop::memory(settings()).await;
+    let alice = user();
+    let bare = key();
+    let single_quoted = format!("'{bare}'");
+    test.api
+        .pay(&alice, &single_quoted, &payment(9800))
+        .await
+        .created();
+    let again = test.api.pay(&alice, &single_quoted, &payment(9800)).await;
+    assert!(again.replayed(), "{again:?}");
+    let unquoted = test.api.pay(&alice, &bare, &payment(9800)).await;
+    unquoted.created();
+    assert!(!unquoted.replayed(), "{unquoted:?}");
+    assert_eq!(test.api.payments(&alice).await.len(), 2);
+}
+
 /// Two users who send the same key get two payments, and each sees only their own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_never_share_keys_or_payments() {
