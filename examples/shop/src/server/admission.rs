@@ -6,7 +6,8 @@
 //! - a *turn in the queue* is a connection waiting for a slot, for at most
 //!   [`ConnectionLimits::queue_timeout`]: at most [`ConnectionLimits::max_queued`];
 //! - a *place* is any connection the process holds, served, waiting or being refused: at most
-//!   [`ConnectionLimits::max_open`], the two above and as many again for refusals.
+//!   [`ConnectionLimits::max_open`], as many as the slots and the turns, and as many again as
+//!   the turns, so that refusals have room of their own.
 //!
 //! The accept loop takes a place before it accepts, so the process never holds more sockets
 //! than that. An accepted connection is served at once if a slot is free; otherwise it waits in

@@ -88,8 +88,8 @@ pub struct ConnectionLimits {
     ///    client closes its own, so that the client reads the answer rather than a reset even
     ///    when its body was never read. A refusal takes at most [`REFUSAL_TIME`] (2 s); a client
     ///    that sends no request head within it is closed without an answer.
-    /// 3. The process holds at most [`max_open`](Self::max_open) connections: the bound, the
-    ///    queue, and as many again being refused. When all are taken, new connections stay in
+    /// 3. The process holds at most [`max_open`](Self::max_open) connections: those served,
+    ///    and twice the queue's size more, waiting or being refused. When all are taken, new connections stay in
     ///    the kernel's accept queue ([`LISTEN_BACKLOG`] of them, for a listener from [`bind`])
     ///    until one closes, which a refusal does within [`REFUSAL_TIME`] and a queued
     ///    connection within the queue timeout and [`REFUSAL_TIME`]; past the accept queue, the
@@ -125,8 +125,9 @@ impl ConnectionLimits {
         (self.max_connections / 4).max(1)
     }
 
-    /// How many connections the process holds at most: those served, those queued, and as
-    /// many as are queued being refused. 768 with the default bound.
+    /// How many connections the process holds at most: the bound, and twice
+    /// [`max_queued`](Self::max_queued) more, waiting or being refused. 768 with the default
+    /// bound.
     pub fn max_open(&self) -> usize {
         self.max_connections
             .saturating_add(2 * self.max_queued())
