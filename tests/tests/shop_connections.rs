@@ -1,7 +1,8 @@
 //! The shop's connections over real TCP: slow and idle clients are disconnected within the
 //! documented timeouts, `/healthz` answers while hundreds of them are open, a connection over
-//! the bound waits to be served, and the errors answered before the router (too many headers, a
-//! malformed head) are what the shop's README says.
+//! the bound waits to be served, a crowd past the bound is answered or refused with `503` within
+//! seconds, and the errors answered before the router (too many headers, a malformed head, a head
+//! past hyper's buffer) are what the shop's README says.
 //!
 //! The slow clients are raw sockets that write exactly the bytes a test names; the well-behaved
 //! client is reqwest. Every timing assertion has a lower bound the server cannot undercut, by
@@ -205,8 +206,8 @@ async fn healthz_answers_while_five_hundred_slow_clients_are_connected() {
     server.stop().await;
 }
 
-/// A connection over the bound is not refused: it waits to be accepted, and is served as soon
-/// as a connection closes (here, when the idle timeout frees a slot).
+/// A connection over the bound is not refused while its queue timeout lasts: it waits for a
+/// slot, and is served as soon as a connection closes (here, when the idle timeout frees a slot).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_over_the_bound_waits_and_is_served() {
     let idle = Duration::from_secs(1);
