@@ -57,6 +57,9 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let addr = listener.local_addr()?;
     let shop = Shop::new(backend.ledger.clone(), config.settings.clone());
     shop.bank().set_down(config.bank_down);
+    // Before the banner: from the moment it says the shop listens, SIGTERM means a graceful
+    // shutdown.
+    let shutdown = shop::shutdown_signal();
     println!("{}", banner(&addr.to_string(), &backend, &config));
     let router = shop::app(shop, backend.idem.clone());
     shop::serve(
@@ -64,7 +67,7 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         router,
         backend.idem.clone(),
         config.connections,
-        shop::shutdown_signal(),
+        shutdown,
     )
     .await?;
     backend.close().await;
