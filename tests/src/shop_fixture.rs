@@ -14,7 +14,7 @@ use reqwest::RequestBuilder;
 use serde_json::{Value, json};
 use sha2::Sha256;
 use shop::{Backend, ConnectionLimits, Settings, Shop};
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::{sync::oneshot, task::JoinHandle};
 
 use crate::{Answer, REQUEST_TIMEOUT};
 
@@ -35,7 +35,8 @@ impl Server {
 
     /// Serves `router` (whose runtime is `idem`) on a fresh port, within `limits`.
     pub async fn start_with(router: Router, idem: Idempotency, limits: ConnectionLimits) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // The binary's listener, with its accept queue.
+        let listener = shop::server::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(shop::serve(listener, router, idem, limits, async {

@@ -60,6 +60,26 @@ async fn quoted_and_bare_spellings_are_one_key() {
     assert_eq!(test.api.payments(&alice).await.len(), 2);
 }
 
+/// Single quotes do not quote: `'abc'` is not an sf-string, so it is read as a bare key whose
+/// quotes are part of it, a key of its own beside `abc`, as the shop's README says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_quoted_key_keeps_its_quotes() {
+    let test = TestShop::memory(settings()).await;
+    let alice = user();
+    let bare = key();
+    let single_quoted = format!("'{bare}'");
+    test.api
+        .pay(&alice, &single_quoted, &payment(9800))
+        .await
+        .created();
+    let again = test.api.pay(&alice, &single_quoted, &payment(9800)).await;
+    assert!(again.replayed(), "{again:?}");
+    let unquoted = test.api.pay(&alice, &bare, &payment(9800)).await;
+    unquoted.created();
+    assert!(!unquoted.replayed(), "{unquoted:?}");
+    assert_eq!(test.api.payments(&alice).await.len(), 2);
+}
+
 /// Two users who send the same key get two payments, and each sees only their own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_never_share_keys_or_payments() {
@@ -285,6 +305,42 @@ async fn a_refused_body_is_not_stored_and_the_key_works_once_fixed() {
     let again = test.api.pay(&alice, &key, &payment(9800)).await;
     assert!(again.replayed());
     assert_eq!(test.api.payments(&alice).await.len(), 1);
+}
+
+/// A body is told every member it lacks, not only the first, and what a member of the wrong
+/// type must be in JSON's words, not Rust's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_body_is_told_every_missing_member_in_plain_words() {
+    let test = TestShop::memory(settings()).await;
+    let alice = user();
+    let empty = Answer::of(
+        test.api
+            .post("/transfers", Some(&alice), Some(&key()))
+            .json(&json!({})),
+    )
+    .await;
+    let problem = empty.problem(StatusCode::BAD_REQUEST, "invalid-body");
+    assert_eq!(
+        problem["detail"],
+        "amount: is required; currency: is required; toAccount: is required"
+    );
+    let pointers: Vec<_> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|error| error["pointer"].as_str().unwrap())
+        .collect();
+    assert_eq!(pointers, ["#/amount", "#/currency", "#/toAccount"]);
+
+    let answer = test
+        .api
+        .pay(&alice, &key(), &json!({ "amount": "9800" }))
+        .await;
+    let problem = answer.problem(StatusCode::BAD_REQUEST, "invalid-body");
+    assert_eq!(
+        problem["detail"],
+        r#"amount: invalid type: must be an integer, not the string "9800"; currency: is required"#
+    );
 }
 
 /// 200 requests with one key at once, on as many connections and tasks: exactly one payment.

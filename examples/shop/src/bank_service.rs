@@ -25,6 +25,7 @@ use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::p
 use idem_core::{Idempotency, MemoryStore, idempotent};
 use serde::{Deserialize, Serialize};
 use tokio::{net::TcpListener, task::JoinHandle};
+use utoipa::ToSchema;
 
 use crate::{
     auth::User,
@@ -33,8 +34,9 @@ use crate::{
     problem::FieldError,
 };
 
-/// The body of the bank's `POST /transfers`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The body of the bank's `POST /transfers`. Its schema tells `ValidJson` which members are
+/// required.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TransferOrder {
     /// In the currency's minor unit.

@@ -45,9 +45,10 @@ environment:
   SHOP_HEADER_READ_TIMEOUT_MS
                           close a connection whose request head takes longer
                           than this to arrive (default 10000)
-  SHOP_MAX_CONNECTIONS    connections served at once; more wait to be accepted
-                          (default 512)
-  RUST_LOG                log filter (default info)
+  SHOP_MAX_CONNECTIONS    connections served at once; more wait up to 1 s for a
+                          slot, or get 503 (default 512)
+  RUST_LOG                log filter (default info,sqlx::postgres::notice=warn;
+                          RUST_LOG=info shows PostgreSQL's notices too)
 ";
 
 /// Everything the binary needs to start.
@@ -169,6 +170,7 @@ impl Config {
                         ))
                     })?,
             },
+            queue_timeout: ConnectionLimits::DEFAULT_QUEUE_TIMEOUT,
         };
         let settings = Settings {
             transfer_delay: millis("SHOP_TRANSFER_DELAY_MS", Settings::DEFAULT_TRANSFER_DELAY)?,
@@ -292,6 +294,7 @@ mod tests {
                 idle_timeout: Duration::from_millis(1500),
                 header_read_timeout: Duration::from_millis(250),
                 max_connections: 64,
+                ..ConnectionLimits::default()
             }
         );
     }

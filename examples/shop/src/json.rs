@@ -4,7 +4,10 @@
 //! It checks the media type (415), reads the body under axum's `DefaultBodyLimit` (413),
 //! deserializes it with the path of the failing field (400), and runs the type's
 //! [`Validate`] rules (400). Every refusal is Problem Details naming the field, in `detail`
-//! and as a JSON Pointer in `errors`.
+//! and as a JSON Pointer in `errors`, in JSON's words rather than Rust's (`must be an
+//! integer`, not `expected i64`). A body that lacks members is told each of them, from the
+//! `required` list of the type's schema, the one the OpenAPI document publishes: serde stops
+//! at the first.
 //!
 //! Under `#[idempotent]` a body refused here stores nothing (the runtime releases the key it
 //! claimed for the request): the client fixes the body and sends it again with the same
@@ -22,9 +25,16 @@ use axum::{
 };
 use idem_core::{Problem, ProblemKind};
 use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 use serde_path_to_error::Segment;
+use utoipa::{
+    PartialSchema,
+    openapi::{RefOr, schema::Schema},
+};
 
 use crate::problem::{FieldError, ShopProblem, ShopProblemKind};
+
+mod words;
 
 /// A JSON body of type `T`, deserialized and validated.
 #[derive(Debug, Clone)]
@@ -69,7 +79,7 @@ impl axum::response::IntoResponse for BodyRejection {
 
 impl<T, S> FromRequest<S> for ValidJson<T>
 where
-    T: DeserializeOwned + Validate,
+    T: DeserializeOwned + Validate + PartialSchema,
     S: Send + Sync,
 {
     type Rejection = BodyRejection;
@@ -112,8 +122,12 @@ pub fn is_json(headers: &HeaderMap) -> bool {
             .is_some_and(|subtype| subtype.ends_with("+json"))
 }
 
-/// Deserializes and validates `body`, or the 400 that names what is wrong.
-pub fn parse<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, ShopProblem> {
+/// Deserializes and validates `body`, or the 400 that names what is wrong. `T`'s schema says
+/// which members a body must have.
+pub fn parse<T>(body: &[u8]) -> Result<T, ShopProblem>
+where
+    T: DeserializeOwned + Validate + PartialSchema,
+{
     // serde would take a struct from a JSON array too (`[9800, "JPY"]`): only an object is
     // a body here.
     if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
@@ -125,7 +139,8 @@ pub fn parse<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, ShopProbl
     }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        ShopProblem::invalid_fields(vec![field_error(error.path().iter(), error.inner())])
+        let first = field_error(error.path().iter(), error.inner());
+        ShopProblem::invalid_fields(with_every_missing_member::<T>(first, body))
     })?;
     // Characters after the value are an error too.
     deserializer
@@ -133,6 +148,35 @@ pub fn parse<T: DeserializeOwned + Validate>(body: &[u8]) -> Result<T, ShopProbl
         .map_err(|error| ShopProblem::invalid_fields(vec![field_error([], &error)]))?;
     value.validate().map_err(ShopProblem::invalid_fields)?;
     Ok(value)
+}
+
+/// `first`, the one error serde reports, then every member `T` requires that `body` lacks.
+fn with_every_missing_member<T: PartialSchema>(first: FieldError, body: &[u8]) -> Vec<FieldError> {
+    let mut errors = vec![first];
+    // A body serde could not read as an object has nothing more to tell.
+    let Ok(members) = serde_json::from_slice::<Map<String, Value>>(body) else {
+        return errors;
+    };
+    for name in required_members::<T>() {
+        let missing = FieldError::new(&pointer_token(&name), "is required");
+        if !members.contains_key(&name) && !errors.contains(&missing) {
+            errors.push(missing);
+        }
+    }
+    errors
+}
+
+/// The members `T`'s schema says a body must have, in their order.
+fn required_members<T: PartialSchema>() -> Vec<String> {
+    match T::schema() {
+        RefOr::T(Schema::Object(object)) => object.required,
+        _ => Vec::new(),
+    }
+}
+
+/// `key` as one token of a JSON Pointer (RFC 6901).
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
 }
 
 fn field_error<'a>(
@@ -146,7 +190,7 @@ fn field_error<'a>(
         .into_iter()
         .map(|segment| match segment {
             Segment::Seq { index } => index.to_string(),
-            Segment::Map { key } => key.replace('~', "~0").replace('/', "~1"),
+            Segment::Map { key } => pointer_token(key),
             Segment::Enum { variant } => variant.clone(),
             Segment::Unknown => "?".to_owned(),
         })
@@ -164,7 +208,7 @@ fn field_error<'a>(
         pointer.push_str(name);
         return FieldError::new(&pointer, "is required");
     }
-    FieldError::new(&pointer, message)
+    FieldError::new(&pointer, words::in_plain_words(&message))
 }
 
 /// serde_json ends a message with " at line 1 column 27": true, but of no use to a client
@@ -182,7 +226,7 @@ mod tests {
 
     use super::*;
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, utoipa::ToSchema)]
     #[serde(deny_unknown_fields)]
     struct Order {
         amount: i64,
@@ -270,6 +314,58 @@ mod tests {
         let errors = refused(r#"{"amount": 0, "currency": "JPYX"}"#);
         let pointers: Vec<_> = errors.iter().map(|error| error.pointer.as_str()).collect();
         assert_eq!(pointers, ["#/amount", "#/currency"]);
+    }
+
+    fn pointers(errors: &[FieldError]) -> Vec<&str> {
+        errors.iter().map(|error| error.pointer.as_str()).collect()
+    }
+
+    #[test]
+    fn every_missing_member_is_named() {
+        let problem = parse::<Order>(b"{}").unwrap_err();
+        assert_eq!(pointers(problem.errors()), ["#/amount", "#/currency"]);
+        assert_eq!(
+            problem.detail(),
+            "amount: is required; currency: is required"
+        );
+        // The shop's own bodies, with their members named as a client sends them.
+        let problem = parse::<crate::transfers::NewTransfer>(br#"{"amount": 1}"#).unwrap_err();
+        assert_eq!(pointers(problem.errors()), ["#/currency", "#/toAccount"]);
+    }
+
+    #[test]
+    fn a_wrong_type_and_the_missing_members_are_named_together() {
+        let errors = refused(r#"{"amount": "9800"}"#);
+        assert_eq!(pointers(&errors), ["#/amount", "#/currency"]);
+        assert_eq!(
+            errors[0].detail,
+            r#"invalid type: must be an integer, not the string "9800""#
+        );
+        assert_eq!(errors[1].detail, "is required");
+        let errors = refused(r#"{"amout": 9800}"#);
+        assert_eq!(pointers(&errors), ["#/amout", "#/amount", "#/currency"]);
+    }
+
+    #[test]
+    fn types_are_named_as_json_names_them() {
+        for (body, detail) in [
+            (
+                r#"{"amount": 1.5, "currency": "JPY"}"#,
+                "invalid type: must be an integer, not 1.5",
+            ),
+            (
+                r#"{"amount": 1, "currency": 392}"#,
+                "invalid type: must be a string, not 392",
+            ),
+            (
+                r#"{"amount": null, "currency": "JPY"}"#,
+                "invalid type: must be an integer, not null",
+            ),
+        ] {
+            let errors = refused(body);
+            assert_eq!(errors.len(), 1, "{body}: {errors:?}");
+            assert_eq!(errors[0].detail, detail, "{body}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! let backend = Backend::memory();
 //! let shop = Shop::new(backend.ledger.clone(), Settings::default());
 //! let router = shop::app(shop, backend.idem.clone());
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! let listener = shop::server::bind("127.0.0.1:3000".parse()?)?;
 //! let limits = shop::ConnectionLimits::default();
 //! shop::serve(listener, router, backend.idem.clone(), limits, shop::shutdown_signal()).await?;
 //! # Ok(()) }
@@ -227,30 +227,40 @@ async fn method_not_allowed(request: Request) -> ShopProblem {
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = async {
+///
+/// The handlers are installed when this is called, not when the future is first polled: a
+/// signal that comes in between is then noticed rather than ending the process at once,
+/// without its graceful shutdown. Call it within a Tokio runtime.
+#[cfg(unix)]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let interrupt = signal(SignalKind::interrupt());
+    let terminate = signal(SignalKind::terminate());
+    async move {
+        match (interrupt, terminate) {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::error!(%error, "cannot listen for SIGINT and SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+        tracing::info!("shutting down: no new connections; finishing the requests in progress");
+    }
+}
+
+/// Completes on Ctrl-C.
+#[cfg(not(unix))]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    async {
         if let Err(error) = tokio::signal::ctrl_c().await {
             tracing::error!(%error, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                terminate.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
+        tracing::info!("shutting down: no new connections; finishing the requests in progress");
     }
-    tracing::info!("shutting down: no new connections; finishing the requests in progress");
 }

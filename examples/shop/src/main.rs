@@ -1,19 +1,20 @@
 //! `cargo run -p shop`: the shop on 127.0.0.1:3000, with the store `IDEM_STORE` names
 //! (memory by default). See the README next to this crate.
 
-use std::process::ExitCode;
+use std::{io::IsTerminal, process::ExitCode};
 
 use shop::{Backend, Config, Shop, config::Command};
 use tracing_subscriber::EnvFilter;
 
+/// The log filter when `RUST_LOG` is unset. PostgreSQL's notices, such as "relation
+/// \"shop_payments\" already exists, skipping" each time the shop creates its tables at start,
+/// reach sqlx at its INFO level, where they would crowd the start-up: they are shown from
+/// WARN up. `RUST_LOG=info` shows them too.
+const DEFAULT_LOG_FILTER: &str = "info,sqlx::postgres::notice=warn";
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logs();
     let config = match Config::parse(std::env::args().skip(1), |name| std::env::var(name).ok()) {
         Ok(Command::Run(config)) => config,
         Ok(Command::Help) => {
@@ -34,14 +35,31 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Logs to stderr, filtered by `RUST_LOG`, in colour only on a terminal (and then unless
+/// `NO_COLOR` is set): a file or a pipe gets plain text.
+fn init_logs() {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::io::stderr().is_terminal() {
+        logs.init();
+    } else {
+        logs.with_ansi(false).init();
+    }
+}
+
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let backend = Backend::open(&config.store).await?;
-    let listener = tokio::net::TcpListener::bind(config.addr)
-        .await
+    let listener = shop::server::bind(config.addr)
         .map_err(|error| format!("cannot listen on {}: {error}", config.addr))?;
     let addr = listener.local_addr()?;
     let shop = Shop::new(backend.ledger.clone(), config.settings.clone());
     shop.bank().set_down(config.bank_down);
+    // Before the banner: from the moment it says the shop listens, SIGTERM means a graceful
+    // shutdown.
+    let shutdown = shop::shutdown_signal();
     println!("{}", banner(&addr.to_string(), &backend, &config));
     let router = shop::app(shop, backend.idem.clone());
     shop::serve(
@@ -49,7 +67,7 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         router,
         backend.idem.clone(),
         config.connections,
-        shop::shutdown_signal(),
+        shutdown,
     )
     .await?;
     backend.close().await;

@@ -19,6 +19,9 @@ use utoipa::ToSchema;
 /// The media type of every error the shop answers.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
+/// The `Retry-After` of an [`Unavailable`](ShopProblemKind::Unavailable) answer, in seconds.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
 /// Where the shop's `type` URIs point: the "Problem types" section of its README.
 pub const TYPE_BASE: &str = "https://github.com/idem-rs/idem/blob/main/examples/shop/README.md#";
 
@@ -50,11 +53,14 @@ pub enum ShopProblemKind {
     Internal,
     /// 431: the request has more header lines than the shop takes.
     TooManyHeaders,
+    /// 503: the shop cannot take the connection now (every slot is taken, or it is shutting
+    /// down). The answer carries `Retry-After`.
+    Unavailable,
 }
 
 impl ShopProblemKind {
     /// Every kind, for the tests that keep the README and the OpenAPI document complete.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Unauthenticated,
         Self::InvalidBody,
         Self::UnsupportedMediaType,
@@ -67,6 +73,7 @@ impl ShopProblemKind {
         Self::InvalidSignature,
         Self::Internal,
         Self::TooManyHeaders,
+        Self::Unavailable,
     ];
 
     /// The status code of this kind.
@@ -82,6 +89,7 @@ impl ShopProblemKind {
             Self::BankUnavailable => StatusCode::BAD_GATEWAY,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::TooManyHeaders => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -100,6 +108,7 @@ impl ShopProblemKind {
             Self::InvalidSignature => "The webhook signature is invalid",
             Self::Internal => "The shop failed",
             Self::TooManyHeaders => "Too many header lines",
+            Self::Unavailable => "The shop cannot take the connection now",
         }
     }
 
@@ -118,6 +127,7 @@ impl ShopProblemKind {
             Self::InvalidSignature => "invalid-signature",
             Self::Internal => "internal",
             Self::TooManyHeaders => "too-many-headers",
+            Self::Unavailable => "unavailable",
         }
     }
 
@@ -253,11 +263,17 @@ impl IntoResponse for ShopProblem {
         let mut response = (self.kind.status(), json).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-        if self.kind == ShopProblemKind::Unauthenticated {
-            headers.insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"shop\""),
-            );
+        match self.kind {
+            ShopProblemKind::Unauthenticated => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"shop\""),
+                );
+            }
+            ShopProblemKind::Unavailable => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+            }
+            _ => {}
         }
         response
     }

@@ -114,3 +114,83 @@ async fn the_binary_explains_its_settings() {
     let error = String::from_utf8(output.stderr).unwrap();
     assert!(error.contains("IDEM_STORE"), "{error}");
 }
+
+/// Runs the binary with `vars` and its default log filter until it listens, stops it with
+/// SIGTERM, and answers what it wrote to stderr, a pipe as when it logs to a file.
+async fn logs_of_a_run(vars: &[(&str, &str)]) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shop"));
+    command
+        .env_remove("IDEM_STORE")
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .env("SHOP_ADDR", "127.0.0.1:0")
+        .envs(vars.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("the shop starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut first))
+        .await
+        .expect("the shop says where it listens")
+        .unwrap();
+    let address = first
+        .trim()
+        .strip_prefix("shop: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"));
+    // Once it answers, it is serving, and its SIGTERM handler is in place.
+    let health = reqwest::get(format!("{address}/healthz")).await.unwrap();
+    assert_eq!(health.status(), 200);
+    let pid = child.id().unwrap().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().await;
+    assert!(killed.unwrap().success());
+    let output = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("the shop exits")
+        .unwrap();
+    assert!(output.status.success(), "{}", output.status);
+    String::from_utf8(output.stderr).unwrap()
+}
+
+/// Logs written to a pipe (or a file) are plain text: no terminal colour codes.
+#[tokio::test]
+async fn the_binary_logs_plain_text_when_stderr_is_not_a_terminal() {
+    let logs = logs_of_a_run(&[]).await;
+    assert!(logs.contains("INFO shop: shutting down"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "{logs:?}");
+}
+
+/// On a database whose tables exist, PostgreSQL answers the shop's `CREATE ... IF NOT EXISTS`
+/// with notices ("relation ... already exists, skipping"), which sqlx logs at INFO: the default
+/// log filter leaves them out. The test makes a database of its own and starts the shop on it
+/// twice, so that the second start meets the tables of the first.
+#[tokio::test]
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
+async fn the_binary_leaves_postgres_notices_out_of_its_default_logs() {
+    let url = std::env::var("IDEM_TEST_DATABASE_URL")
+        .expect("IDEM_TEST_DATABASE_URL, as when the tests were built");
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    let database = format!("shop_binary_{:016x}", rand::random::<u64>());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let (base, _) = url
+        .rsplit_once('/')
+        .expect("a database URL ends with its name");
+    let store = format!("{base}/{database}");
+    let first = logs_of_a_run(&[("IDEM_STORE", &store)]).await;
+    let second = logs_of_a_run(&[("IDEM_STORE", &store)]).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {database} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+    for logs in [first, second] {
+        assert!(logs.contains("INFO shop: shutting down"), "{logs}");
+        assert!(!logs.contains("already exists"), "{logs}");
+        assert!(!logs.contains('\u{1b}'), "{logs:?}");
+    }
+}
