@@ -129,14 +129,31 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (router, idem, _runs) = app(options);
-    serve_router(listener, router, shutdown).await?;
+    serve_app(listener, router, shutdown).await?;
     idem.shutdown().await;
     Ok(())
 }
 
-/// Serves `router` until `shutdown`, one task per connection, over hyper's HTTP/1 directly:
-/// a response marked [`DropConnection`] closes its connection without a byte of answer.
-pub(crate) async fn serve_router(
+/// Serves `router` (from [`app`]) until `shutdown`, one task per connection, over hyper's
+/// HTTP/1 directly, so that a request whose connection is to be dropped gets not a byte of
+/// answer.
+///
+/// ```no_run
+/// # async fn run() -> std::io::Result<()> {
+/// use idem_check::serve::{ServeOptions, app, serve_app};
+///
+/// let (router, _idem, runs) = app(ServeOptions::default());
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// tokio::spawn(serve_app(listener, router, std::future::pending()));
+/// // ... send requests, then:
+/// assert_eq!(runs.of("alice", "order-1").runs, 1);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// None in practice: a failed `accept` is logged and retried.
+pub async fn serve_app(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()>,
