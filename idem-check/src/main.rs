@@ -2,7 +2,7 @@
 //! idempotent endpoint with faults for testing clients. See `idem_check::cli` and
 //! `docs/check.md`.
 
-use std::process::ExitCode;
+use std::{io::IsTerminal, process::ExitCode};
 
 use tracing_subscriber::EnvFilter;
 
@@ -13,6 +13,7 @@ async fn main() -> ExitCode {
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("idem_check=info")),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     idem_check::cli::main(std::env::args_os()).await

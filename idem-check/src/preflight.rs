@@ -79,13 +79,19 @@ async fn counted_success(
     let after = ctx.read(counter).await?;
     let effects = effects(before, after);
     if let Some(effects) = effects.filter(|effects| effects.after != effects.before + 1) {
+        let moved = if effects.after == effects.before {
+            format!("left the count at {} unchanged", effects.before)
+        } else {
+            format!(
+                "moved the count from {} to {}",
+                effects.before, effects.after
+            )
+        };
         return Err(Abort::Unusable(format!(
-            "{what}, sent once with a fresh key, moved the count at {} from {} to {}: {flag} \
-             must list what this request creates, for the principal of -H, and nothing else \
-             may add to it during the check",
+            "{what}, sent once with a fresh key, {moved} at {}: {flag} must list what this \
+             request creates, for the principal of -H, and nothing else may add to it during \
+             the check",
             counter.expect("counted").url(),
-            effects.before,
-            effects.after
         )));
     }
     Ok((exchange, effects))

@@ -239,8 +239,9 @@ pub(crate) fn http_url(flag: &str, text: &str) -> Result<Url, SettingsError> {
             "{flag} {text:?}: this idem-check was built without TLS; install it with \
              `cargo install --path idem-check --features tls` to check https:// APIs"
         ))),
-        other => Err(SettingsError::new(format!(
-            "{flag} {text:?}: the scheme {other:?} is not http or https"
+        _ => Err(SettingsError::new(format!(
+            "{flag} {text:?} is not an http:// or https:// URL; write it whole, as in \
+             http://127.0.0.1:3000/payments"
         ))),
     }
 }
@@ -291,7 +292,7 @@ mod tests {
         assert!(Settings::post("http://127.0.0.1:1/x", "{}").is_ok());
         for (url, body, says) in [
             ("127.0.0.1:1/x", "{}", "not a URL"),
-            ("ftp://h/x", "{}", "not http"),
+            ("ftp://h/x", "{}", "not an http://"),
             ("http://h/x", "amount=1", "not JSON"),
             ("http://h/x", "", "not JSON"),
         ] {

@@ -25,7 +25,11 @@ async fn start(options: ServeOptions) -> (SocketAddr, Runs) {
 
 /// `checkout` as the user alice, with a key of its own; answers whether it paid, and what it
 /// wrote to stdout and stderr.
-async fn checkout(addr: SocketAddr, key: &IdempotencyKey, timeout: Duration) -> (bool, String, String) {
+async fn checkout(
+    addr: SocketAddr,
+    key: &IdempotencyKey,
+    timeout: Duration,
+) -> (bool, String, String) {
     let checkout = Checkout {
         url: format!("http://{addr}"),
         user: "alice".to_owned(),
@@ -69,7 +73,13 @@ async fn a_checkout_whose_answer_was_lost_gets_it_on_its_retry() {
     assert!(err.contains("after 2 attempt(s), replayed"), "{err}");
     let payment: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(payments(addr, "alice").await, [payment]);
-    assert_eq!(runs.of("alice", key.as_str()), KeyRuns { attempts: 2, runs: 1 });
+    assert_eq!(
+        runs.of("alice", key.as_str()),
+        KeyRuns {
+            attempts: 2,
+            runs: 1
+        }
+    );
 }
 
 /// A dropped connection is dropped: no status line, no byte of answer, though the request
@@ -120,7 +130,10 @@ async fn a_checkout_that_times_out_gets_the_first_run_through_409s() {
     assert_eq!(payments(addr, "alice").await.len(), 1);
     let counted = runs.of("alice", key.as_str());
     assert_eq!(counted.runs, 1);
-    assert!(counted.attempts >= 3, "a timeout, a 409 and the replay at least: {counted:?}");
+    assert!(
+        counted.attempts >= 3,
+        "a timeout, a 409 and the replay at least: {counted:?}"
+    );
 }
 
 /// A 500 releases the key (the default): the client's retry runs the operation again, and
@@ -137,7 +150,13 @@ async fn a_checkout_retries_a_5xx_and_the_second_run_pays() {
     assert!(paid, "{err}");
     assert!(err.contains("after 2 attempt(s)"), "{err}");
     assert_eq!(payments(addr, "alice").await.len(), 1);
-    assert_eq!(runs.of("alice", key.as_str()), KeyRuns { attempts: 2, runs: 2 });
+    assert_eq!(
+        runs.of("alice", key.as_str()),
+        KeyRuns {
+            attempts: 2,
+            runs: 2
+        }
+    );
 }
 
 /// A stored 5xx is the operation's outcome: the client's retry gets it replayed and stops,
@@ -155,7 +174,13 @@ async fn a_stored_5xx_is_final_for_checkout() {
     assert!(!paid && out.is_empty(), "{out}");
     assert!(err.contains("fault-injected"), "{err}");
     assert!(payments(addr, "alice").await.is_empty());
-    assert_eq!(runs.of("alice", key.as_str()), KeyRuns { attempts: 2, runs: 1 });
+    assert_eq!(
+        runs.of("alice", key.as_str()),
+        KeyRuns {
+            attempts: 2,
+            runs: 1
+        }
+    );
 }
 
 /// idem-check against serve, its fast, slow and failing variants chosen in the query, and a
