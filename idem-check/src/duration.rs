@@ -52,11 +52,11 @@ pub fn show(duration: Duration) -> String {
         format!("{millis} ms")
     } else if millis < 60_000 {
         format!("{:.1} s", duration.as_secs_f64())
-    } else if millis < 3_600_000 && millis % 60_000 == 0 {
+    } else if millis < 3_600_000 && millis.is_multiple_of(60_000) {
         format!("{} min", millis / 60_000)
     } else if millis < 3_600_000 {
         format!("{:.0} s", duration.as_secs_f64())
-    } else if millis % 3_600_000 == 0 {
+    } else if millis.is_multiple_of(3_600_000) {
         format!("{} h", millis / 3_600_000)
     } else {
         format!("{:.1} h", duration.as_secs_f64() / 3_600.0)

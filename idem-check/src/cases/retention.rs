@@ -1,6 +1,6 @@
 //! Case 6: after the declared retention, the same key is a new request. The check waits the
-//! TTL and a margin (a tenth of it and a second, for a store that expires on a timer) only
-//! when asked to (`--wait-ttl`).
+//! TTL and a margin (a tenth of it, at most a minute, and a second: for a store that
+//! expires on a timer) only when asked to (`--wait-ttl`).
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use crate::{
 
 /// How long after the TTL the retry is sent.
 pub(crate) fn margin(ttl: Duration) -> Duration {
-    ttl / 10 + Duration::from_secs(1)
+    (ttl / 10).min(Duration::from_secs(60)) + Duration::from_secs(1)
 }
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {

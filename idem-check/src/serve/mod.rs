@@ -86,7 +86,6 @@ pub(crate) struct ServeState {
 pub(crate) struct DropConnection;
 
 /// The router of `serve`, its idempotency runtime, and its counts.
-#[must_use]
 pub fn app(options: ServeOptions) -> (Router, Idempotency, Runs) {
     let idem = Idempotency::new(MemoryStore::default());
     let policy = Policy::new()
