@@ -9,7 +9,10 @@
 //!            [--other-header 'Name: value']... [--count-url URL] [--format text|json|junit]
 //! ```
 
-use std::{ffi::OsString, io::IsTerminal, net::SocketAddr, path::PathBuf, process::ExitCode};
+use std::{
+    ffi::OsString, io::IsTerminal, net::SocketAddr, path::PathBuf, process::ExitCode,
+    time::Duration,
+};
 
 use bytes::Bytes;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -288,7 +291,7 @@ fn serve_command(args: ServeArgs) -> Result<Command, Usage> {
         options: ServeOptions {
             ttl,
             on_server_error: args.on_5xx.into(),
-            delay: std::time::Duration::from_millis(args.delay_ms),
+            delay: Duration::from_millis(args.delay_ms),
             fail_first: args.fail_first,
             drop_first: args.drop_first,
         },
@@ -361,7 +364,37 @@ impl CheckArgs {
     }
 
     fn settings(self) -> Result<Settings, SettingsError> {
-        let url = self.url.ok_or_else(|| {
+        let mut settings = self.endpoint()?;
+        for line in &self.other_header {
+            settings.add_other_header(line)?;
+        }
+        settings.other_body = body_arg("--other-body", self.other_body.as_deref())?;
+        settings.count_url = optional_url("--count-url", self.count_url.as_deref())?;
+        settings.key_style = self.key_style.map_or(KeyStyle::SfString, Into::into);
+        settings.key_required = !self.key_optional;
+        settings.slow = variant(
+            "--slow",
+            (self.slow_url.as_deref(), self.slow_body.as_deref()),
+            &[],
+            self.slow_count_url.as_deref(),
+        )?;
+        settings.give_up_after = self.timeout_ms.map(Duration::from_millis);
+        settings.ttl = optional_duration("--ttl", self.ttl.as_deref())?;
+        settings.wait_ttl = self.wait_ttl;
+        settings.failing = variant(
+            "--fail",
+            (self.fail_url.as_deref(), self.fail_body.as_deref()),
+            &self.fail_header,
+            self.fail_count_url.as_deref(),
+        )?;
+        settings.on_server_error = self.on_5xx.map_or(OnServerError::Rerun, Into::into);
+        self.bounds(&mut settings)?;
+        Ok(settings)
+    }
+
+    /// The request under test: `--url`, `--body`, `-X` and `-H`.
+    fn endpoint(&self) -> Result<Settings, SettingsError> {
+        let url = self.url.as_deref().ok_or_else(|| {
             SettingsError::new("--url is required (the endpoint to check); see --help")
         })?;
         let body = body_arg("--body", self.body.as_deref())?.ok_or_else(|| {
@@ -374,45 +407,24 @@ impl CheckArgs {
                 .parse()
                 .map_err(|_| SettingsError::new(format!("-X {method:?} is not an HTTP method")))?,
         };
-        let mut settings = Settings::new(method, &url, body)?;
+        let mut settings = Settings::new(method, url, body)?;
         for line in &self.header {
             settings.add_header(line)?;
         }
-        for line in &self.other_header {
-            settings.add_other_header(line)?;
-        }
-        settings.other_body = body_arg("--other-body", self.other_body.as_deref())?;
-        settings.count_url = optional_url("--count-url", self.count_url.as_deref())?;
-        settings.key_style = self.key_style.map_or(KeyStyle::SfString, Into::into);
-        settings.key_required = !self.key_optional;
-        settings.slow = variant(
-            "--slow",
-            self.slow_url.as_deref(),
-            self.slow_body.as_deref(),
-            &[],
-            self.slow_count_url.as_deref(),
-        )?;
-        settings.give_up_after = self.timeout_ms.map(std::time::Duration::from_millis);
-        settings.ttl = optional_duration("--ttl", self.ttl.as_deref())?;
-        settings.wait_ttl = self.wait_ttl;
-        settings.failing = variant(
-            "--fail",
-            self.fail_url.as_deref(),
-            self.fail_body.as_deref(),
-            &self.fail_header,
-            self.fail_count_url.as_deref(),
-        )?;
-        settings.on_server_error = self.on_5xx.map_or(OnServerError::Rerun, Into::into);
+        Ok(settings)
+    }
+
+    /// `--concurrency`, `--request-timeout` and `--max-time`.
+    fn bounds(&self, settings: &mut Settings) -> Result<(), SettingsError> {
         if let Some(concurrency) = self.concurrency {
             settings.concurrency = concurrency;
         }
-        if let Some(timeout) =
-            optional_duration("--request-timeout", self.request_timeout.as_deref())?
-        {
+        let timeout = optional_duration("--request-timeout", self.request_timeout.as_deref())?;
+        if let Some(timeout) = timeout {
             settings.request_timeout = timeout;
         }
         settings.max_time = optional_duration("--max-time", self.max_time.as_deref())?;
-        Ok(settings)
+        Ok(())
     }
 }
 
@@ -420,8 +432,7 @@ impl CheckArgs {
 /// neither a URL, a body nor a header is given.
 fn variant(
     flag: &str,
-    url: Option<&str>,
-    body: Option<&str>,
+    (url, body): (Option<&str>, Option<&str>),
     headers: &[String],
     count_url: Option<&str>,
 ) -> Result<Option<Variant>, SettingsError> {
@@ -466,10 +477,7 @@ fn optional_url(flag: &str, text: Option<&str>) -> Result<Option<reqwest::Url>, 
     text.map(|text| http_url(flag, text)).transpose()
 }
 
-fn optional_duration(
-    flag: &str,
-    text: Option<&str>,
-) -> Result<Option<std::time::Duration>, SettingsError> {
+fn optional_duration(flag: &str, text: Option<&str>) -> Result<Option<Duration>, SettingsError> {
     text.map(|text| {
         parse_duration(text).map_err(|why| SettingsError::new(format!("{flag}: {why}")))
     })

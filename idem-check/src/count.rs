@@ -2,13 +2,13 @@
 //! "the same answer". A server that ignores keys and answers a canned body passes every
 //! comparison of answers; only a count catches it.
 
-use http::{HeaderMap, Method};
+use http::HeaderMap;
 use reqwest::Url;
 use serde_json::Value;
 
 use crate::{
     show,
-    wire::{Abort, Outcome, Principal, Probe, Wire},
+    wire::{Abort, Exchange, Outcome, Probe, Wire},
 };
 
 /// A listing read with the first principal's headers.
@@ -35,52 +35,35 @@ impl Counter {
     /// a count that cannot be read would make every verdict that uses it a guess.
     pub(crate) async fn read(&self, wire: &Wire) -> Result<usize, Abort> {
         let exchange = wire
-            .send(Probe {
-                method: Method::GET,
-                url: self.url.clone(),
-                headers: self.headers.clone(),
-                key: None,
-                body: None,
-                principal: Principal::First,
-                give_up_after: None,
-            })
+            .send(Probe::get(self.url.clone(), self.headers.clone()))
             .await?;
-        let unusable = |why: String| {
+        self.count(&exchange).map_err(|why| {
             Abort::Unusable(format!(
                 "the count URL {} {why}; it must answer 200 with a JSON array, or an object \
                  whose only array-valued member lists what the endpoint creates, as \
                  {{\"items\": [...]}}",
                 self.url
             ))
-        };
+        })
+    }
+
+    /// The count an exchange with the listing says, or why it says none.
+    fn count(&self, exchange: &Exchange) -> Result<usize, String> {
         let answer = match &exchange.outcome {
             Outcome::Answered(answer) if answer.status == 200 => answer,
             Outcome::Answered(answer) => {
-                return Err(unusable(format!(
+                return Err(format!(
                     "answered {}: {}",
                     answer.status.as_u16(),
                     show::body_text(&answer.body)
-                )));
+                ));
             }
-            _ => {
-                return Err(unusable(format!(
-                    "did not answer: {}",
-                    show::outcome(&exchange)
-                )));
-            }
+            _ => return Err(format!("did not answer: {}", show::outcome(exchange))),
         };
-        let value: Value = serde_json::from_slice(&answer.body).map_err(|_| {
-            unusable(format!(
-                "answered a body that is not JSON: {}",
-                show::body_text(&answer.body)
-            ))
-        })?;
-        count_of(&value).ok_or_else(|| {
-            unusable(format!(
-                "answered JSON with nothing to count: {}",
-                show::body_text(&answer.body)
-            ))
-        })
+        let body = show::body_text(&answer.body);
+        let value: Value = serde_json::from_slice(&answer.body)
+            .map_err(|_| format!("answered a body that is not JSON: {body}"))?;
+        count_of(&value).ok_or_else(|| format!("answered JSON with nothing to count: {body}"))
     }
 }
 

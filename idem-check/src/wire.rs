@@ -84,6 +84,21 @@ pub(crate) struct Probe {
     pub(crate) give_up_after: Option<Duration>,
 }
 
+impl Probe {
+    /// A `GET` of `url` with `headers`, no key and no body, as the first principal.
+    pub(crate) fn get(url: Url, headers: HeaderMap) -> Self {
+        Self {
+            method: Method::GET,
+            url,
+            headers,
+            key: None,
+            body: None,
+            principal: Principal::First,
+            give_up_after: None,
+        }
+    }
+}
+
 /// What came back.
 #[derive(Clone, Debug)]
 pub(crate) enum Outcome {

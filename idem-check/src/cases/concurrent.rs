@@ -7,8 +7,9 @@ use futures_util::future::join_all;
 use crate::{
     answer,
     cases::{Case, Context, Judgement, context::effects, expect},
+    count::Effects,
     show,
-    wire::{Abort, Exchange},
+    wire::{Abort, Answer, Exchange},
 };
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
@@ -24,25 +25,34 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         ctx.keep_refusal(Case::Concurrent, exchange);
     }
     let mut judgement = Judgement::of(exchanges.iter().cloned());
-    let effects = effects(before, after);
-    let successes: Vec<&Exchange> = exchanges.iter().filter(|e| e.succeeded()).collect();
-    let conflicts: Vec<&Exchange> = exchanges
+    judge(&mut judgement, &exchanges, effects(before, after));
+    Ok(judgement)
+}
+
+/// Judges `n` simultaneous answers: one body among the successes, 409 for the rest, one
+/// effect.
+fn judge(judgement: &mut Judgement, exchanges: &[Exchange], effects: Option<Effects>) {
+    let n = exchanges.len();
+    let successes: Vec<&Answer> = exchanges
         .iter()
-        .filter(|e| e.status().is_some_and(|status| status == 409))
+        .filter(|e| e.succeeded())
+        .filter_map(Exchange::answer)
         .collect();
-    judge_others(&mut judgement, &exchanges);
-    let Some(first) = successes.first().and_then(|e| e.answer()) else {
+    let conflicts: Vec<&Answer> = exchanges
+        .iter()
+        .filter_map(Exchange::answer)
+        .filter(|answer| answer.status == 409)
+        .collect();
+    judge_others(judgement, exchanges);
+    let Some(first) = successes.first() else {
         judgement.fail(format!(
             "none of {n} requests with one key got the operation's answer"
         ));
-        return Ok(judgement);
+        return;
     };
     let differing = successes[1..]
         .iter()
-        .filter(|e| {
-            !e.answer()
-                .is_some_and(|answer| expect::same_answer(first, answer))
-        })
+        .filter(|answer| !expect::same_answer(first, answer))
         .count();
     if differing > 0 {
         judgement.fail(format!(
@@ -51,18 +61,18 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
             differing + 1
         ));
     }
-    if let Some(conflict) = conflicts.first().and_then(|e| e.answer()) {
-        expect::conflict_says_when(&mut judgement, conflict);
+    if let Some(conflict) = conflicts.first() {
+        expect::conflict_says_when(judgement, conflict);
     }
     expect::new_effects(
-        &mut judgement,
+        judgement,
         effects,
         1,
         &format!("{n} requests with one key at once"),
     );
     let replayed = successes
         .iter()
-        .filter(|e| e.answer().is_some_and(answer::is_replayed))
+        .filter(|answer| answer::is_replayed(answer))
         .count();
     judgement.pass(format!(
         "{n} at once: {} answered {} with one body ({replayed} marked replayed), {} answered \
@@ -72,7 +82,6 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         conflicts.len(),
         expect::counted(effects)
     ));
-    Ok(judgement)
 }
 
 /// Judges the answers that are neither the operation's answer nor a 409.

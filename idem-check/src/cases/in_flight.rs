@@ -11,7 +11,7 @@ use crate::{
     answer,
     cases::{Case, Context, Judgement, SlowBaseline, context::effects, expect},
     show,
-    wire::{Abort, Exchange},
+    wire::{Abort, Answer, Exchange, Probe},
 };
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
@@ -38,33 +38,27 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
     }
     ctx.keep_refusal(Case::InFlight, &first);
     ctx.keep_refusal(Case::InFlight, &second);
-    let Some((ran, other)) = which_ran(&mut judgement, &first, &second) else {
-        let after = ctx.read(ctx.slow_counter.as_ref()).await?;
-        expect::new_effects(
-            &mut judgement,
-            effects(before, after),
-            1,
-            "two requests with one key",
-        );
-        return Ok(judgement);
+    let summary = match which_ran(&mut judgement, &first, &second) {
+        Some((ran, other)) => judge_duplicate(ctx, &mut judgement, &ran, &other, &probe).await?,
+        None => None,
     };
-    let summary = judge_duplicate(ctx, &mut judgement, &ran, &other, &probe).await?;
-    let after = ctx.read(ctx.slow_counter.as_ref()).await?;
-    let effects = effects(before, after);
+    let effects = effects(before, ctx.read(ctx.slow_counter.as_ref()).await?);
     expect::new_effects(
         &mut judgement,
         effects,
         1,
         "a request and its duplicate in flight",
     );
-    judgement.pass(format!("{summary}{}", expect::counted(effects)));
+    if let Some(summary) = summary {
+        judgement.pass(format!("{summary}{}", expect::counted(effects)));
+    }
     Ok(judgement)
 }
 
 /// Sends `probe`, and the same again once the client would have given up on the first.
 async fn send_overlapping(
     ctx: &Context<'_>,
-    probe: &crate::wire::Probe,
+    probe: &Probe,
     slow: SlowBaseline,
 ) -> Result<(Exchange, Exchange), Abort> {
     let duplicate = async {
@@ -97,66 +91,73 @@ fn which_ran(
     }
 }
 
-/// Judges the answer to the duplicate; answers the pass's summary.
+/// Judges the answer to the duplicate; answers the pass's summary, if it can pass.
 async fn judge_duplicate(
     ctx: &mut Context<'_>,
     judgement: &mut Judgement,
     ran: &Exchange,
     other: &Exchange,
-    probe: &crate::wire::Probe,
-) -> Result<String, Abort> {
-    let ran_answer = ran.answer().expect("a 2xx is an answer");
+    probe: &Probe,
+) -> Result<Option<String>, Abort> {
+    let ran = ran.answer().expect("a 2xx is an answer");
     let Some(answer) = other.answer() else {
         judgement.fail(format!(
             "the duplicate got no answer while the first ran: {}",
             show::outcome(other)
         ));
-        return Ok(String::new());
+        return Ok(None);
     };
-    match answer.status.as_u16() {
-        status if answer.status.is_success() => {
-            expect::replay_of(judgement, ran_answer, other, "the duplicate in flight");
-            Ok(format!(
+    let status = answer.status.as_u16();
+    match status {
+        _ if answer.status.is_success() => {
+            expect::replay_of(judgement, ran, other, "the duplicate in flight");
+            Ok(Some(format!(
                 "the duplicate waited and got the first request's answer ({status})"
-            ))
+            )))
         }
-        409 => {
-            expect::conflict_says_when(judgement, answer);
-            let again = ctx.send(probe.clone()).await?;
-            judgement.saw(again.clone());
-            expect::replay_of(
-                judgement,
-                ran_answer,
-                &again,
-                "the retry once the first was done",
-            );
-            Ok(format!(
-                "409{} while the first ran, then its answer{}",
-                retry_after(answer),
-                if again.answer().is_some_and(answer::is_replayed) {
-                    ", marked Idempotent-Replayed"
-                } else {
-                    ""
-                }
-            ))
-        }
-        status @ (429 | 503) => {
+        409 => after_conflict(ctx, judgement, ran, answer, probe)
+            .await
+            .map(Some),
+        429 | 503 => {
             judgement.warn(format!(
                 "the duplicate was answered {status}, which clients retry, but the draft says 409"
             ));
-            Ok(String::new())
+            Ok(None)
         }
-        status => {
+        _ => {
             judgement.fail(format!(
                 "the duplicate of a running request was answered {status}: clients do not retry \
                  that, so the caller never learns the first request's result (the draft says 409)"
             ));
-            Ok(String::new())
+            Ok(None)
         }
     }
 }
 
-fn retry_after(answer: &crate::wire::Answer) -> String {
+/// After a 409, the client comes back once the first is done: it gets the first's answer.
+async fn after_conflict(
+    ctx: &mut Context<'_>,
+    judgement: &mut Judgement,
+    ran: &Answer,
+    conflict: &Answer,
+    probe: &Probe,
+) -> Result<String, Abort> {
+    expect::conflict_says_when(judgement, conflict);
+    let again = ctx.send(probe.clone()).await?;
+    judgement.saw(again.clone());
+    expect::replay_of(judgement, ran, &again, "the retry once the first was done");
+    let marked = if again.answer().is_some_and(answer::is_replayed) {
+        ", marked Idempotent-Replayed"
+    } else {
+        ""
+    };
+    Ok(format!(
+        "409{} while the first ran, then its answer{marked}",
+        retry_after(conflict)
+    ))
+}
+
+fn retry_after(answer: &Answer) -> String {
     match answer.headers.get(http::header::RETRY_AFTER) {
         Some(value) => format!(
             " with Retry-After: {}",

@@ -2,12 +2,13 @@
 //! and, under `--key-style both`, `"k"` and `k` name the same key.
 
 use http::HeaderValue;
+use idem_core::client::KeyForm;
 
 use crate::{
-    cases::{Case, Context, Judgement, context::effects, expect},
+    cases::{Case, Context, Judgement, expect, pair::Pair},
     settings::KeyStyle,
     show,
-    wire::Abort,
+    wire::{Abort, Answer},
 };
 
 /// The length of the over-long key: one more than idem's and Stripe's limit of 255.
@@ -63,6 +64,12 @@ async fn refused(
         ));
         return Ok(judgement);
     };
+    judge(&mut judgement, answer, what, accepting_is_risky);
+    Ok(judgement)
+}
+
+/// Judges the answer to a bad key: a 4xx, never a 5xx.
+fn judge(judgement: &mut Judgement, answer: &Answer, what: &str, accepting_is_risky: bool) {
     let status = answer.status.as_u16();
     match status {
         400 => judgement.pass(format!("{what}: 400")),
@@ -86,7 +93,6 @@ async fn refused(
              with 400 Problem Details that say what is wrong, not a server error"
         )),
     }
-    Ok(judgement)
 }
 
 /// Under `--key-style both`: a key sent as an sf-string, then bare, is one key.
@@ -97,31 +103,24 @@ pub(super) async fn forms(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         ));
     }
     let key = Context::fresh_key();
-    let before = ctx.read(ctx.counter.as_ref()).await?;
-    let quoted = ctx.send(ctx.keyed(&key)).await?;
-    let bare_value = idem_core::client::KeyForm::Bare.header_value(&key);
-    let bare = ctx
-        .send(ctx.request(Some(bare_value), ctx.settings.endpoint.body.clone()))
-        .await?;
-    let after = ctx.read(ctx.counter.as_ref()).await?;
-    ctx.keep_refusal(Case::KeyForms, &bare);
-    let mut judgement = Judgement::of([quoted.clone(), bare.clone()]);
-    let Some(first) = quoted.answer().filter(|_| quoted.succeeded()) else {
-        judgement.fail(format!(
-            "the request itself, with a fresh sf-string key, was answered {}",
-            show::outcome(&quoted)
-        ));
+    let bare = KeyForm::Bare.header_value(&key);
+    let requests = (
+        ctx.keyed(&key),
+        ctx.request(Some(bare), ctx.settings.endpoint.body.clone()),
+    );
+    let mut judgement = Judgement::default();
+    let what = "the same key sent bare";
+    let Some(pair) = Pair::send(ctx, Case::KeyForms, &mut judgement, requests, None).await? else {
         return Ok(judgement);
     };
-    let effects = effects(before, after);
-    if expect::replay_of(&mut judgement, first, &bare, "the same key sent bare") {
+    if expect::replay_of(&mut judgement, &pair.first, &pair.second, what) {
         judgement.pass(format!(
             "\"{0}\" then {0}: the second got the first's answer{1}",
             short(key.as_str()),
-            expect::counted(effects)
+            expect::counted(pair.effects)
         ));
     }
-    expect::new_effects(&mut judgement, effects, 1, "one key in its two spellings");
+    expect::new_effects(&mut judgement, pair.effects, 0, what);
     Ok(judgement)
 }
 

@@ -10,6 +10,7 @@ mod judgement;
 mod keys;
 mod no_key;
 mod other_body;
+mod pair;
 mod problem_details;
 mod reordered;
 mod replay;

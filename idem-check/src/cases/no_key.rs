@@ -3,8 +3,9 @@
 
 use crate::{
     cases::{Case, Context, Judgement, context::effects, expect},
+    count::Effects,
     show,
-    wire::Abort,
+    wire::{Abort, Answer},
 };
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
@@ -23,8 +24,20 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         ));
         return Ok(judgement);
     };
+    judge(&mut judgement, answer, ctx.settings.key_required, effects);
+    let ran = answer.status.is_success();
+    expect::new_effects(
+        &mut judgement,
+        effects,
+        usize::from(ran),
+        "a request without a key",
+    );
+    Ok(judgement)
+}
+
+/// Judges the answer to a request without a key, which is `required` or not.
+fn judge(judgement: &mut Judgement, answer: &Answer, required: bool, effects: Option<Effects>) {
     let status = answer.status.as_u16();
-    let required = ctx.settings.key_required;
     match status {
         400 if required => judgement.pass(format!("400{}", expect::counted(effects))),
         400 => judgement.warn("400: a key is required, though --key-optional declares it optional"),
@@ -41,12 +54,4 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         )),
         _ => judgement.fail(format!("a request without a key was answered {status}")),
     }
-    let ran = answer.status.is_success();
-    expect::new_effects(
-        &mut judgement,
-        effects,
-        usize::from(ran),
-        "a request without a key",
-    );
-    Ok(judgement)
 }

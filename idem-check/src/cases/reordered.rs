@@ -4,8 +4,7 @@
 
 use crate::{
     body,
-    cases::{Case, Context, Judgement, context::effects, expect},
-    show,
+    cases::{Case, Context, Judgement, expect, pair::Pair},
     wire::Abort,
 };
 
@@ -16,24 +15,17 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         ));
     };
     let key = Context::fresh_key();
-    let first = ctx.send(ctx.keyed(&key)).await?;
-    let mut judgement = Judgement::of([first.clone()]);
-    let Some(first_answer) = first.answer().filter(|_| first.succeeded()) else {
-        judgement.fail(format!(
-            "the request itself, with a fresh key, was answered {}",
-            show::outcome(&first)
-        ));
+    let requests = (
+        ctx.keyed(&key),
+        ctx.request(Some(ctx.key_header(&key)), reordered),
+    );
+    let mut judgement = Judgement::default();
+    let what = "the reordered retry";
+    let Some(pair) = Pair::send(ctx, Case::ReorderedJson, &mut judgement, requests, None).await?
+    else {
         return Ok(judgement);
     };
-    let before = ctx.read(ctx.counter.as_ref()).await?;
-    let again = ctx
-        .send(ctx.request(Some(ctx.key_header(&key)), reordered))
-        .await?;
-    let after = ctx.read(ctx.counter.as_ref()).await?;
-    judgement.saw(again.clone());
-    ctx.keep_refusal(Case::ReorderedJson, &again);
-    let effects = effects(before, after);
-    match again.status().map(|status| status.as_u16()) {
+    match pair.second.status().map(|status| status.as_u16()) {
         Some(status @ (400 | 409 | 422)) => {
             judgement.pass(format!(
                 "reordered members were refused with {status}: the server compares raw bytes"
@@ -44,14 +36,14 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
             );
         }
         _ => {
-            if expect::replay_of(&mut judgement, first_answer, &again, "the reordered retry") {
+            if expect::replay_of(&mut judgement, &pair.first, &pair.second, what) {
                 judgement.pass(format!(
                     "the same members in another order got the first answer{}",
-                    expect::counted(effects)
+                    expect::counted(pair.effects)
                 ));
             }
         }
     }
-    expect::new_effects(&mut judgement, effects, 0, "the reordered retry");
+    expect::new_effects(&mut judgement, pair.effects, 0, what);
     Ok(judgement)
 }

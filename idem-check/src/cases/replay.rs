@@ -4,8 +4,11 @@
 use crate::{
     answer,
     cases::{Context, Judgement, context::effects, expect},
-    wire::Abort,
+    count::Effects,
+    wire::{Abort, Answer},
 };
+
+const WHAT: &str = "the retry with the same key and body";
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
     let first = ctx.baseline().first.clone();
@@ -22,52 +25,51 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
              true): the server took it for an earlier request",
         );
     }
-    let replayed = expect::replay_of(
-        &mut judgement,
-        first,
-        &second,
-        "the retry with the same key and body",
-    );
+    let replayed = expect::replay_of(&mut judgement, first, &second, WHAT);
     let effects = effects(before, after);
-    expect::new_effects(
-        &mut judgement,
-        effects,
-        0,
-        "the retry with the same key and body",
-    );
-    if !replayed {
-        return Ok(judgement);
+    expect::new_effects(&mut judgement, effects, 0, WHAT);
+    if let (true, Some(second)) = (replayed, second.answer()) {
+        ctx.marks_replays = answer::is_replayed(second);
+        let first_effects = ctx.baseline().first_effects;
+        passed(&mut judgement, first, second, first_effects.zip(effects));
     }
-    let second = second.answer().expect("replay_of checked the answer");
-    ctx.marks_replays = answer::is_replayed(second);
-    if answer::replay_header(&second.headers).is_none() {
-        judgement.note(
-            "replays are not marked Idempotent-Replayed: true (Stripe's header, which the \
-             draft does not require)",
-        );
-    }
-    let marked = if ctx.marks_replays {
-        ", the second marked Idempotent-Replayed"
-    } else {
-        ""
+    Ok(judgement)
+}
+
+/// The pass's account: how the replay was marked, and the count, from before the first
+/// request (the preflight's) to after the retry.
+fn passed(
+    judgement: &mut Judgement,
+    first: &Answer,
+    second: &Answer,
+    counted: Option<(Effects, Effects)>,
+) {
+    let marked = match answer::replay_header(&second.headers) {
+        Some(true) => ", the second marked Idempotent-Replayed",
+        Some(false) => "",
+        None => {
+            judgement.note(
+                "replays are not marked Idempotent-Replayed: true (Stripe's header, which the \
+                 draft does not require)",
+            );
+            ""
+        }
     };
-    // The preflight counted the first request as one effect; the retry added none.
-    let effect = match (ctx.baseline().first_effects, effects) {
-        (Some(first), Some(_)) => format!(
+    let effect = match counted {
+        Some((first, _)) => format!(
             "; one effect (count {} → {}, then unchanged)",
             first.before, first.after
         ),
-        _ => String::new(),
+        None => {
+            judgement.note(
+                "effects not counted: a server that ignores keys and answers a fixed body \
+                 passes this case without --count-url",
+            );
+            String::new()
+        }
     };
     judgement.pass(format!(
         "{} twice, the same body{marked}{effect}",
         first.status.as_u16()
     ));
-    if effects.is_none() {
-        judgement.note(
-            "effects not counted: a server that ignores keys and answers a fixed body passes \
-             this case without --count-url",
-        );
-    }
-    Ok(judgement)
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use crate::{
     answer,
-    cases::{Context, Judgement, context::effects, expect},
+    cases::{Case, Context, Judgement, expect, pair::Pair},
     show,
-    wire::Abort,
+    wire::{Abort, Answer},
 };
 
 /// How long after the TTL the retry is sent.
@@ -22,63 +22,66 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
             "needs the retention the server declares: --ttl (and --wait-ttl to wait it out)",
         ));
     };
+    let wait = ttl + margin(ttl);
     if !ctx.settings.wait_ttl {
         return Ok(Judgement::skipped(format!(
             "would wait {} (the TTL and a margin): add --wait-ttl",
-            show::duration(ttl + margin(ttl))
+            show::duration(wait)
         )));
     }
     let key = Context::fresh_key();
-    let first = ctx.send(ctx.keyed(&key)).await?;
-    let mut judgement = Judgement::of([first.clone()]);
-    let Some(first_answer) = first.answer().filter(|_| first.succeeded()) else {
-        judgement.fail(format!(
-            "the request itself, with a fresh key, was answered {}",
-            show::outcome(&first)
-        ));
+    let requests = (ctx.keyed(&key), ctx.keyed(&key));
+    let mut judgement = Judgement::default();
+    let between = Some((wait, "the retention period"));
+    let Some(pair) = Pair::send(ctx, Case::Retention, &mut judgement, requests, between).await?
+    else {
         return Ok(judgement);
     };
-    let before = ctx.read(ctx.counter.as_ref()).await?;
-    ctx.sleep(ttl + margin(ttl), "the retention period").await?;
-    let again = ctx.send(ctx.keyed(&key)).await?;
-    let after = ctx.read(ctx.counter.as_ref()).await?;
-    judgement.saw(again.clone());
-    let effects = effects(before, after);
-    let waited = show::duration(ttl + margin(ttl));
-    let Some(answer) = again.answer() else {
-        judgement.fail(format!(
-            "the retry after {waited} got no answer: {}",
-            show::outcome(&again)
-        ));
-        return Ok(judgement);
-    };
+    let what = format!("the same key {} later", show::duration(wait));
+    if let Some(answer) = pair.second_answer(&mut judgement, &what) {
+        judge(
+            &mut judgement,
+            &pair,
+            answer,
+            (ttl, &what),
+            ctx.marks_replays,
+        );
+    }
+    Ok(judgement)
+}
+
+/// Judges the answer after the TTL: a new run, told from a replay by its marker, its body or
+/// the count.
+fn judge(
+    judgement: &mut Judgement,
+    pair: &Pair,
+    answer: &Answer,
+    (ttl, what): (Duration, &str),
+    marks_replays: bool,
+) {
     let status = answer.status.as_u16();
-    let replayed = answer::is_replayed(answer);
-    let same = expect::same_answer(first_answer, answer);
-    let new_effect = effects.map(|effects| effects.new_effects() > 0);
+    let same = expect::same_answer(&pair.first, answer);
+    let new_effect = pair.effects.map(|effects| effects.new_effects() > 0);
+    let ttl = show::duration(ttl);
     if !answer.status.is_success() {
         judgement.fail(format!(
-            "{waited} after the first request (TTL {}), the same key was answered {status}, not \
-             run as a new request",
-            show::duration(ttl)
+            "{what} (TTL {ttl}) was answered {status}, not run as a new request"
         ));
-    } else if replayed || (same && new_effect == Some(false)) {
+    } else if answer::is_replayed(answer) || (same && new_effect == Some(false)) {
         judgement.fail(format!(
-            "{waited} after the first request, the key was still replayed: the declared \
-             retention of {} is not what the server does",
-            show::duration(ttl)
+            "{what} was still replayed: the declared retention of {ttl} is not what the server \
+             does"
         ));
-    } else if same && new_effect.is_none() && !ctx.marks_replays {
+    } else if same && new_effect.is_none() && !marks_replays {
         judgement.undecided(
             "the answer after the TTL is the first answer again, not marked a replay: without \
              --count-url, a new request cannot be told from a replay",
         );
     } else {
         judgement.pass(format!(
-            "{waited} later, the same key ran as a new request ({status}){}",
-            expect::counted(effects)
+            "{what}, it ran as a new request ({status}){}",
+            expect::counted(pair.effects)
         ));
-        expect::new_effects(&mut judgement, effects, 1, "the same key after the TTL");
+        expect::new_effects(judgement, pair.effects, 1, what);
     }
-    Ok(judgement)
 }

@@ -3,13 +3,11 @@
 //! to the endpoint's URL; it is sent without a key and with case 1's key, which a POST has
 //! used, and the two answers are compared.
 
-use http::Method;
-
 use crate::{
     answer,
     cases::{Context, Judgement, expect},
     show,
-    wire::{Abort, Principal, Probe},
+    wire::{Abort, Answer, Probe},
 };
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
@@ -18,15 +16,7 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         .count_url
         .clone()
         .unwrap_or_else(|| ctx.settings.endpoint.url.clone());
-    let get = Probe {
-        method: Method::GET,
-        url,
-        headers: ctx.settings.endpoint.headers.clone(),
-        key: None,
-        body: None,
-        principal: Principal::First,
-        give_up_after: None,
-    };
+    let get = Probe::get(url, ctx.settings.endpoint.headers.clone());
     let plain = ctx.send(get.clone()).await?;
     let keyed = ctx
         .send(Probe {
@@ -35,23 +25,28 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         })
         .await?;
     let mut judgement = Judgement::of([plain.clone(), keyed.clone()]);
-    let (Some(without), Some(with)) = (plain.answer(), keyed.answer()) else {
-        judgement.fail(format!(
-            "a GET got no answer: {} without a key, {} with one",
-            show::outcome(&plain),
-            show::outcome(&keyed)
-        ));
-        return Ok(judgement);
-    };
     let post = ctx
         .baseline()
         .first
         .answer()
         .expect("the preflight's answer");
+    match (plain.answer(), keyed.answer()) {
+        (Some(without), Some(with)) => judge(&mut judgement, post, without, with),
+        _ => judgement.fail(format!(
+            "a GET got no answer: {} without a key, {} with one",
+            show::outcome(&plain),
+            show::outcome(&keyed)
+        )),
+    }
+    Ok(judgement)
+}
+
+/// Judges the GET with a key (`with`) against the same GET without (`without`), knowing the
+/// POST's answer under that key.
+fn judge(judgement: &mut Judgement, post: &Answer, without: &Answer, with: &Answer) {
     let (status, plain_status) = (with.status.as_u16(), without.status.as_u16());
-    if answer::is_replayed(with)
-        || (expect::same_answer(post, with) && !expect::same_answer(post, without))
-    {
+    let got_the_post = expect::same_answer(post, with) && !expect::same_answer(post, without);
+    if answer::is_replayed(with) || got_the_post {
         judgement.fail(
             "a GET with a key that a POST had used got the POST's stored answer: the key was \
              looked up for a safe method",
@@ -70,5 +65,4 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
             "GET answered {status} with and without a key, not replayed"
         ));
     }
-    Ok(judgement)
 }

@@ -4,9 +4,8 @@
 
 use crate::{
     answer,
-    cases::{Case, Context, Judgement, context::effects, expect},
-    show,
-    wire::Abort,
+    cases::{Case, Context, Judgement, expect, pair::Pair},
+    wire::{Abort, Answer},
 };
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
@@ -16,31 +15,29 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         ));
     }
     let key = Context::fresh_key();
-    let first = ctx.send(ctx.keyed(&key)).await?;
-    let mut judgement = Judgement::of([first.clone()]);
-    let Some(first_answer) = first.answer().filter(|_| first.succeeded()) else {
-        judgement.fail(format!(
-            "the request itself, with a fresh key, was answered {}",
-            show::outcome(&first)
-        ));
+    let requests = (ctx.keyed(&key), ctx.as_second_principal(ctx.keyed(&key)));
+    let mut judgement = Judgement::default();
+    let Some(pair) = Pair::send(ctx, Case::Scope, &mut judgement, requests, None).await? else {
         return Ok(judgement);
     };
-    let before = ctx.read(ctx.counter.as_ref()).await?;
-    let second = ctx.send(ctx.as_second_principal(ctx.keyed(&key))).await?;
-    let after = ctx.read(ctx.counter.as_ref()).await?;
-    judgement.saw(second.clone());
-    ctx.keep_refusal(Case::Scope, &second);
-    let effects = effects(before, after);
-    let Some(answer) = second.answer() else {
-        judgement.fail(format!(
-            "the second principal's request got no answer: {}",
-            show::outcome(&second)
-        ));
-        return Ok(judgement);
-    };
+    if let Some(answer) = pair.second_answer(&mut judgement, "the second principal's request") {
+        judge(&mut judgement, &pair, answer, ctx.marks_replays);
+    }
+    expect::new_effects(
+        &mut judgement,
+        pair.effects,
+        0,
+        "the second principal's request, in the first principal's listing",
+    );
+    Ok(judgement)
+}
+
+/// Judges the second principal's answer. An unmarked answer identical to the first
+/// principal's is taken for a replay unless the server is known to mark its replays.
+fn judge(judgement: &mut Judgement, pair: &Pair, answer: &Answer, marks_replays: bool) {
     let status = answer.status.as_u16();
-    let same = expect::same_answer(first_answer, answer);
-    if answer::is_replayed(answer) || (same && !ctx.marks_replays) {
+    let same = expect::same_answer(&pair.first, answer);
+    if answer::is_replayed(answer) || (same && !marks_replays) {
         judgement.fail(
             "the second principal got the first principal's answer with the same key: keys are \
              not scoped to who sends them, so anyone who learns a key reads its result",
@@ -54,7 +51,7 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         }
         judgement.pass(format!(
             "the second principal's request ran as their own ({status}), with another answer{}",
-            expect::counted(effects)
+            expect::counted(pair.effects)
         ));
     } else if matches!(status, 401 | 403) {
         judgement.undecided(format!(
@@ -70,11 +67,4 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
             "the second principal's request was answered {status}"
         ));
     }
-    expect::new_effects(
-        &mut judgement,
-        effects,
-        0,
-        "the second principal's request, in the first principal's listing",
-    );
-    Ok(judgement)
 }

@@ -6,6 +6,7 @@
 use crate::{
     answer,
     cases::{Case, Context, Judgement, context::effects, expect},
+    count::Effects,
     settings::OnServerError,
     show,
     wire::{Abort, Answer, Exchange},
@@ -37,32 +38,48 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
     let after = ctx.read(ctx.fail_counter.as_ref()).await?;
     judgement.saw(again.clone());
     ctx.keep_refusal(Case::ServerError, &again);
-    let effects = effects(before, after);
+    let declared = ctx.settings.on_server_error;
+    judge(
+        &mut judgement,
+        failed,
+        &again,
+        declared,
+        effects(before, after),
+    );
+    Ok(judgement)
+}
+
+/// Judges the retry after the 5xx `failed` against the declared policy.
+fn judge(
+    judgement: &mut Judgement,
+    failed: &Answer,
+    again: &Exchange,
+    declared: OnServerError,
+    effects: Option<Effects>,
+) {
     let Some(answer) = again.answer() else {
         judgement.fail(format!(
             "the retry after a 5xx got no answer: {}",
-            show::outcome(&again)
+            show::outcome(again)
         ));
-        return Ok(judgement);
+        return;
     };
     if answer.status == 409 {
         judgement.fail(
             "the retry after a 5xx was answered 409: the failed request left its key in flight, \
              so the operation can neither be retried nor replayed until the key expires",
         );
-        return Ok(judgement);
+        return;
     }
-    match ctx.settings.on_server_error {
-        OnServerError::Stored => stored(&mut judgement, failed, &again, answer),
-        OnServerError::Rerun => rerun(&mut judgement, failed, answer),
+    match declared {
+        OnServerError::Stored => stored(judgement, failed, again, answer),
+        OnServerError::Rerun => rerun(judgement, failed, answer),
     }
-    let expected = usize::from(
-        ctx.settings.on_server_error == OnServerError::Rerun && answer.status.is_success(),
-    );
-    if ctx.fail_counter.is_some() && !judgement.has_failed() {
-        expect::new_effects(&mut judgement, effects, expected, "the retry after a 5xx");
+    // A failed run made nothing; a run after it made one thing if it succeeded.
+    let expected = usize::from(declared == OnServerError::Rerun && answer.status.is_success());
+    if !judgement.has_failed() {
+        expect::new_effects(judgement, effects, expected, "the retry after a 5xx");
     }
-    Ok(judgement)
 }
 
 /// Declared stored: the retry gets the same 5xx.

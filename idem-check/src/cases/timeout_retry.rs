@@ -10,8 +10,9 @@ use tokio::time::Instant;
 use crate::{
     answer,
     cases::{Case, Context, Judgement, context::effects, expect},
+    count::Effects,
     show,
-    wire::{Abort, Exchange, Outcome},
+    wire::{Abort, Answer, Exchange, Outcome, Probe},
 };
 
 /// The most retries after the client gave up.
@@ -32,9 +33,12 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         .slow_request(&key)
         .expect("a slow baseline has a slow variant");
     let before = ctx.read(ctx.slow_counter.as_ref()).await?;
-    let mut abandoned = probe.clone();
-    abandoned.give_up_after = Some(slow.give_up_after);
-    let first = ctx.send(abandoned).await?;
+    let first = ctx
+        .send(Probe {
+            give_up_after: Some(slow.give_up_after),
+            ..probe.clone()
+        })
+        .await?;
     let mut judgement = Judgement::of([first.clone()]);
     if let Outcome::Answered(answer) = &first.outcome {
         judgement.undecided(format!(
@@ -54,14 +58,8 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         ctx.keep_refusal(Case::TimeoutRetry, retry);
         judgement.saw(retry.clone());
     }
-    let after = ctx.read(ctx.slow_counter.as_ref()).await?;
-    let effects = effects(before, after);
-    judge_last(
-        &mut judgement,
-        &retries,
-        effects,
-        ctx.slow_counter.is_some(),
-    );
+    let effects = effects(before, ctx.read(ctx.slow_counter.as_ref()).await?);
+    judge_last(&mut judgement, &retries, effects);
     expect::new_effects(
         &mut judgement,
         effects,
@@ -74,7 +72,7 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
 /// Retries `probe` until an answer other than 409, `MAX_RETRIES`, or `patience`.
 async fn retry_through_conflicts(
     ctx: &Context<'_>,
-    probe: &crate::wire::Probe,
+    probe: &Probe,
     patience: Duration,
 ) -> Result<Vec<Exchange>, Abort> {
     let until = Instant::now() + patience;
@@ -95,18 +93,9 @@ async fn retry_through_conflicts(
     }
 }
 
-/// Judges the last retry's answer.
-fn judge_last(
-    judgement: &mut Judgement,
-    retries: &[Exchange],
-    effects: Option<crate::count::Effects>,
-    counted: bool,
-) {
+/// Judges the last retry's answer: the operation's, not a 409 or an error.
+fn judge_last(judgement: &mut Judgement, retries: &[Exchange], effects: Option<Effects>) {
     let last = retries.last().expect("at least one retry is sent");
-    let conflicts = retries
-        .iter()
-        .filter(|retry| retry.status().is_some_and(|status| status == 409))
-        .count();
     let Some(answer) = last.answer() else {
         judgement.fail(format!("the retry got no answer: {}", show::outcome(last)));
         return;
@@ -118,15 +107,27 @@ fn judge_last(
              handler cancelled with its connection, or a key left \"processing\")",
             retries.len()
         ));
-        return;
-    }
-    if !answer.status.is_success() {
+    } else if !answer.status.is_success() {
         judgement.fail(format!(
             "after the client gave up, its retry was answered {status}, not the first \
              request's result"
         ));
-        return;
+    } else {
+        passed(judgement, retries, answer, effects);
     }
+}
+
+/// The pass's account: the way to the answer, and the evidence that it is the first run's.
+fn passed(
+    judgement: &mut Judgement,
+    retries: &[Exchange],
+    answer: &Answer,
+    effects: Option<Effects>,
+) {
+    let conflicts = retries
+        .iter()
+        .filter(|retry| retry.status().is_some_and(|status| status == 409))
+        .count();
     let replayed = answer::is_replayed(answer);
     let path = match conflicts {
         0 => String::new(),
@@ -139,16 +140,17 @@ fn judge_last(
         ""
     };
     judgement.pass(format!(
-        "the retry got {status}{marked}{path}{}",
+        "the retry got {}{marked}{path}{}",
+        answer.status.as_u16(),
         expect::counted(effects)
     ));
-    if !counted && !replayed && conflicts == 0 {
+    if effects.is_none() && !replayed && conflicts == 0 {
         judgement.warn(
             "no sign that the retry got the first request's result: it was neither marked \
              Idempotent-Replayed nor preceded by a 409, and no --slow-count-url counts the \
              effects",
         );
-    } else if !counted {
+    } else if effects.is_none() {
         judgement.note("effects not counted: give --slow-count-url (or --count-url)");
     }
 }

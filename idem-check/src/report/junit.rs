@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{Report, Verdict};
+use crate::{CaseReport, Report, Verdict};
 
 /// The report as a JUnit `<testsuites>` document with one `<testsuite>`.
 #[must_use]
@@ -28,35 +28,40 @@ pub fn junit(report: &Report) -> String {
         escape(&report.target)
     );
     for case in &report.cases {
-        let _ = write!(
-            out,
-            "    <testcase classname=\"idem-check\" name=\"{}: {}\" time=\"{:.3}\"",
-            case.name,
-            escape(case.title),
-            case.elapsed.as_secs_f64()
-        );
-        let body = match case.verdict {
-            Verdict::Pass => None,
-            Verdict::Fail => Some(format!(
-                "<failure message=\"{}\" type=\"fail\">{}</failure>",
-                escape(&case.summary),
-                escape(&case.detail())
-            )),
-            Verdict::Warn => Some(format!(
-                "<system-out>warn: {}</system-out>",
-                escape(&case.detail())
-            )),
-            Verdict::Skipped => Some(format!("<skipped message=\"{}\"/>", escape(&case.summary))),
-        };
-        match body {
-            None => out.push_str("/>\n"),
-            Some(body) => {
-                let _ = writeln!(out, ">\n      {body}\n    </testcase>");
-            }
-        }
+        testcase(&mut out, case);
     }
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
+}
+
+/// One `<testcase>`.
+fn testcase(out: &mut String, case: &CaseReport) {
+    let _ = write!(
+        out,
+        "    <testcase classname=\"idem-check\" name=\"{}: {}\" time=\"{:.3}\"",
+        case.name,
+        escape(case.title),
+        case.elapsed.as_secs_f64()
+    );
+    let body = match case.verdict {
+        Verdict::Pass => None,
+        Verdict::Fail => Some(format!(
+            "<failure message=\"{}\" type=\"fail\">{}</failure>",
+            escape(&case.summary),
+            escape(&case.detail())
+        )),
+        Verdict::Warn => Some(format!(
+            "<system-out>warn: {}</system-out>",
+            escape(&case.detail())
+        )),
+        Verdict::Skipped => Some(format!("<skipped message=\"{}\"/>", escape(&case.summary))),
+    };
+    match body {
+        None => out.push_str("/>\n"),
+        Some(body) => {
+            let _ = writeln!(out, ">\n      {body}\n    </testcase>");
+        }
+    }
 }
 
 /// Text as XML character data or an attribute value. Characters XML 1.0 cannot hold at all

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{Report, Verdict, duration};
+use crate::{CaseReport, Report, Verdict, duration};
 
 /// The report for a reader: one line per case, then what was sent and what came back for
 /// each case that failed or warned. ANSI colours when `color`.
@@ -11,16 +11,16 @@ pub fn text(report: &Report, color: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, " #  {:<16} {:<8} why", "case", "verdict");
     for (index, case) in report.cases.iter().enumerate() {
+        let verdict = paint(
+            case.verdict,
+            &format!("{:<8}", case.verdict.as_str()),
+            color,
+        );
         let _ = writeln!(
             out,
-            "{:>2}  {:<16} {} {}",
+            "{:>2}  {:<16} {verdict} {}",
             index + 1,
             case.name,
-            paint(
-                case.verdict,
-                &format!("{:<8}", case.verdict.as_str()),
-                color
-            ),
             case.summary
         );
     }
@@ -36,22 +36,22 @@ pub fn text(report: &Report, color: bool) -> String {
         duration::show(report.elapsed)
     );
     for (index, case) in report.cases.iter().enumerate() {
-        if !matches!(case.verdict, Verdict::Fail | Verdict::Warn) && case.notes.is_empty() {
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "\n{} {} {} ({})",
-            paint(case.verdict, case.verdict.as_str(), color),
-            index + 1,
-            case.name,
-            case.title
-        );
-        for line in case.detail().lines() {
-            let _ = writeln!(out, "  {line}");
-        }
+        details(&mut out, index + 1, case, color);
     }
     out
+}
+
+/// A case's detail under the table: every failure and warning with its exchanges, and the
+/// notes of the others.
+fn details(out: &mut String, number: usize, case: &CaseReport, color: bool) {
+    if !matches!(case.verdict, Verdict::Fail | Verdict::Warn) && case.notes.is_empty() {
+        return;
+    }
+    let verdict = paint(case.verdict, case.verdict.as_str(), color);
+    let _ = writeln!(out, "\n{verdict} {number} {} ({})", case.name, case.title);
+    for line in case.detail().lines() {
+        let _ = writeln!(out, "  {line}");
+    }
 }
 
 fn paint(verdict: Verdict, text: &str, color: bool) -> String {

@@ -38,7 +38,7 @@ use axum::{
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
 use idem_core::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 pub use self::{
@@ -170,29 +170,31 @@ pub async fn serve_app(
             },
             () = &mut shutdown => return Ok(()),
         };
-        let router = router.clone();
-        let service = service_fn(move |request: hyper::Request<Incoming>| {
-            let answer = router.clone().oneshot(request.map(Body::new));
-            async move {
-                let response = answer
-                    .await
-                    .unwrap_or_else(|never: Infallible| match never {});
-                if response.extensions().get::<DropConnection>().is_some() {
-                    // hyper closes the connection on a service error, without answering.
-                    return Err(io::Error::other(
-                        "connection dropped on purpose (drop_first)",
-                    ));
-                }
-                Ok(response)
-            }
-        });
-        tokio::spawn(async move {
-            if let Err(error) = http1::Builder::new()
-                .serve_connection(TokioIo::new(socket), service)
+        tokio::spawn(serve_connection(socket, router.clone()));
+    }
+}
+
+/// Serves one connection; a response marked [`DropConnection`] ends it without an answer.
+async fn serve_connection(socket: TcpStream, router: Router) {
+    let service = service_fn(move |request: hyper::Request<Incoming>| {
+        let answer = router.clone().oneshot(request.map(Body::new));
+        async move {
+            let response = answer
                 .await
-            {
-                tracing::debug!(%error, "connection ended");
+                .unwrap_or_else(|never: Infallible| match never {});
+            if response.extensions().get::<DropConnection>().is_some() {
+                // hyper closes the connection on a service error, without answering.
+                return Err(io::Error::other(
+                    "connection dropped on purpose (drop_first)",
+                ));
             }
-        });
+            Ok(response)
+        }
+    });
+    let served = http1::Builder::new()
+        .serve_connection(TokioIo::new(socket), service)
+        .await;
+    if let Err(error) = served {
+        tracing::debug!(%error, "connection ended");
     }
 }
