@@ -283,8 +283,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Usage>
 fn serve_command(args: ServeArgs) -> Result<Command, Usage> {
     let ttl =
         parse_duration(&args.ttl).map_err(|why| SettingsError::new(format!("--ttl: {why}")))?;
-    if ttl.is_zero() {
-        return Err(SettingsError::new("--ttl must be longer than 0s").into());
+    if ttl < Duration::from_secs(1) {
+        // The runtime renews a lease every third of it; a shorter TTL (and lease) would
+        // only make it spin.
+        return Err(
+            SettingsError::new(format!("--ttl {}: keep keys at least 1s", args.ttl)).into(),
+        );
     }
     Ok(Command::Serve {
         addr: args.addr,

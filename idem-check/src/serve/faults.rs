@@ -11,7 +11,7 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use http::{HeaderMap, Uri};
+use http::{HeaderMap, Method, Uri};
 use idem_core::{
     Principal,
     key::{IdempotencyKey, KeySyntax},
@@ -61,14 +61,18 @@ pub(crate) fn key_of(headers: &HeaderMap) -> Option<String> {
         .map(|key| key.as_str().to_owned())
 }
 
-/// Counts each keyed attempt, and drops the connection of the first `drop_first` of a key
-/// once idem has processed them (run and stored, or replayed): the client never hears the
-/// answer its request produced, as when a network fails on the way back.
+/// Counts each keyed POST, and drops the connection of the first `drop_first` of a key once
+/// idem has processed them (run and stored, or replayed): the client never hears the answer
+/// its request produced, as when a network fails on the way back. Other methods pass: idem
+/// does not intercept them, and a GET is never the operation.
 pub(crate) async fn drop_after_processing(
     State(state): State<ServeState>,
     request: Request,
     next: Next,
 ) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
     let key = key_of(request.headers());
     let principal = request
         .extensions()
