@@ -396,6 +396,8 @@ async fn idem_check_against_idem_check_serve() {
         &format!("{base}/payments?delay_ms=600"),
         "--slow-count-url",
         &format!("{base}/payments"),
+        "--timeout-ms",
+        "200",
         "--fail-url",
         &format!("{base}/payments?fail_first=1"),
         "--fail-count-url",
