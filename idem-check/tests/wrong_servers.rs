@@ -96,6 +96,19 @@ async fn a_server_that_leaves_a_key_processing_after_a_failure_fails_case_7() {
     assert_eq!(failed, ["server-error"]);
 }
 
+/// The same defect by another road: the operation runs inside the request, as a plain axum
+/// handler does, so the client that gives up cancels it halfway, and its key stays
+/// "processing". Only the client that gives up meets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_runs_are_cancelled_with_their_client_fails_case_5() {
+    let failed = failed_cases(Flaws {
+        cancelled_with_client: true,
+        ..Flaws::default()
+    })
+    .await;
+    assert_eq!(failed, ["timeout-retry"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_answers_500_to_a_bad_key_fails_the_key_cases() {
     let failed = failed_cases(Flaws {

@@ -40,6 +40,9 @@ pub struct Flaws {
     pub stuck_after_failure: bool,
     /// Answers 500 to a key it cannot parse.
     pub error_on_bad_key: bool,
+    /// Runs the operation inside the request, as a plain axum handler does: a client that
+    /// gives up cancels it, and its key stays "processing" forever.
+    pub cancelled_with_client: bool,
     /// Answers refusals as `text/plain`.
     pub no_problem_details: bool,
     /// Keeps completed keys forever, whatever the declared TTL.
@@ -258,7 +261,8 @@ impl Server {
     }
 
     /// Runs the operation in a task of its own, so that it finishes (and its record is
-    /// written) even when the client leaves.
+    /// written) even when the client leaves; or, with `cancelled_with_client`, inside the
+    /// request, where hyper drops it when the client leaves.
     async fn run(
         &self,
         who: String,
@@ -268,7 +272,7 @@ impl Server {
         record_key: Option<(String, String)>,
     ) -> Response {
         let server = self.clone();
-        let run = tokio::spawn(async move {
+        let work = async move {
             tokio::time::sleep(Duration::from_millis(faults.delay_ms.unwrap_or(0))).await;
             let fingerprint = server.fingerprint(&body);
             let mut data = server.data.lock().unwrap();
@@ -307,8 +311,12 @@ impl Server {
                 }
             }
             (status, answer)
-        });
-        let (status, answer) = run.await.unwrap();
+        };
+        let (status, answer) = if self.config.flaws.cancelled_with_client {
+            work.await
+        } else {
+            tokio::spawn(work).await.unwrap()
+        };
         (status, [(header::CONTENT_TYPE, "application/json")], answer).into_response()
     }
 
