@@ -125,5 +125,9 @@ pub use self::{
     error::{ClientError, ErrorKind, GaveUp},
     policy::RetryPolicy,
     problem::ProblemDetails,
+    retry_after::retry_after,
 };
-pub use idem_protocol::{DeriveError, IdempotencyKey, KeyForm, ProblemKind};
+pub use idem_protocol::{
+    DeriveError, IdempotencyKey, KeyForm, ProblemKind,
+    key::{IDEMPOTENCY_KEY, MAX_KEY_LEN},
+};

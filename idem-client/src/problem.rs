@@ -69,7 +69,7 @@ impl ProblemDetails {
 
     /// Reads the body of an answer whose `Content-Type` is `application/problem+json`;
     /// `None` for any other answer.
-    pub(crate) fn from_answer(headers: &http::HeaderMap, body: &[u8]) -> Option<Self> {
+    pub fn from_answer(headers: &http::HeaderMap, body: &[u8]) -> Option<Self> {
         let media_type = headers
             .get(http::header::CONTENT_TYPE)?
             .to_str()

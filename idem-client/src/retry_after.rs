@@ -4,9 +4,19 @@ use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, header::RETRY_AFTER};
 
-/// How long the answer asks the client to wait, measured from `now`: `None` when the header is
-/// absent or unreadable, zero for a date in the past. Only the first header line counts.
-pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+/// How long an answer's `Retry-After` asks the client to wait, measured from `now`: `None`
+/// when the header is absent or unreadable, zero for a date in the past. Only the first header
+/// line counts.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+/// assert_eq!(idem_client::retry_after(&headers, SystemTime::now()), Some(Duration::from_secs(2)));
+/// ```
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
         // More digits than a u64 holds is a wait longer than any deadline: saturate.

@@ -1,0 +1,119 @@
+//! Verdicts: what a case concluded, and why.
+
+use std::{fmt, time::Duration};
+
+use serde::Serialize;
+
+/// What a case concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The server did what the case expects.
+    Pass,
+    /// The server did something the case exists to catch; the detail says what was sent and
+    /// what came back.
+    Fail,
+    /// Allowed by the draft, but risky (a 409 without `Retry-After`, say).
+    Warn,
+    /// Not run: a setting would enable it (the detail names it), or the server's answers
+    /// could not decide it.
+    Skipped,
+}
+
+impl Verdict {
+    /// `pass`, `fail`, `warn` or `skipped`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Fail => "fail",
+            Self::Warn => "warn",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One case's result.
+#[derive(Clone, Debug)]
+pub struct CaseReport {
+    /// The case's stable name: `replay`, `other-body`, ...
+    pub name: &'static str,
+    /// What the case checks, in a few words.
+    pub title: &'static str,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One line: why this verdict.
+    pub summary: String,
+    /// More to know: how the server behaved where the draft leaves a choice.
+    pub notes: Vec<String>,
+    /// Every request the case sent and what came back, two lines each.
+    pub exchanges: Vec<String>,
+    /// How long the case took.
+    pub elapsed: Duration,
+}
+
+impl CaseReport {
+    /// The summary and the notes; for a failure or a warning, also what was sent and what
+    /// came back.
+    #[must_use]
+    pub fn detail(&self) -> String {
+        let mut lines = vec![self.summary.clone()];
+        lines.extend(self.notes.iter().map(|note| format!("note: {note}")));
+        if matches!(self.verdict, Verdict::Fail | Verdict::Warn) {
+            lines.extend(self.exchanges.iter().cloned());
+        }
+        lines.join("\n")
+    }
+}
+
+/// A whole check's result.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// What was checked: `POST http://127.0.0.1:3000/payments`.
+    pub target: String,
+    /// Every case, in order.
+    pub cases: Vec<CaseReport>,
+    /// How many requests were sent, count reads included.
+    pub requests: usize,
+    /// How long the check took.
+    pub elapsed: Duration,
+}
+
+impl Report {
+    /// Whether any case failed: the exit status is 1 then.
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.cases.iter().any(|case| case.verdict == Verdict::Fail)
+    }
+
+    /// The case named `name`.
+    #[must_use]
+    pub fn case(&self, name: &str) -> Option<&CaseReport> {
+        self.cases.iter().find(|case| case.name == name)
+    }
+
+    /// How many cases ended with `verdict`.
+    #[must_use]
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.cases
+            .iter()
+            .filter(|case| case.verdict == verdict)
+            .count()
+    }
+
+    /// The names of the cases that ended with `verdict`, in order.
+    #[must_use]
+    pub fn names(&self, verdict: Verdict) -> Vec<&'static str> {
+        self.cases
+            .iter()
+            .filter(|case| case.verdict == verdict)
+            .map(|case| case.name)
+            .collect()
+    }
+}

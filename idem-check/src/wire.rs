@@ -1,0 +1,282 @@
+//! Sending exactly one request and keeping what came back: no retry, no redirect, no reused
+//! connection, within the check's bounds of count and time.
+//!
+//! A case must control every byte it sends (a request with no key, a malformed key, a
+//! request it abandons on purpose) and see every answer, so it does not go through idem's
+//! retrying client: [`Wire::send`] sends one request, once. reqwest's own retry of protocol
+//! NACKs is off, and every request has a connection of its own, so that hyper never resends a
+//! request on a pooled connection the server had closed.
+
+use std::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
+};
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use reqwest::Url;
+use tokio::time::Instant;
+
+use crate::show;
+
+/// The most of a body that is read; the rest is dropped. Enough for any answer a case compares.
+const MAX_BODY: usize = 1024 * 1024;
+
+/// What stops a check: it cannot go on and must not pretend it did.
+#[derive(Debug, thiserror::Error)]
+pub enum Abort {
+    /// A connection could not be made.
+    #[error("cannot reach {url}: {reason}")]
+    Unreachable {
+        /// Where.
+        url: String,
+        /// Why, as the network said.
+        reason: String,
+    },
+    /// The check ran out of its time.
+    #[error("the check took longer than its bound of {}; raise --max-time", show::duration(*.0))]
+    OutOfTime(Duration),
+    /// The check would send more requests than it announced.
+    #[error("the check would send more than the {0} requests it announced")]
+    OutOfBudget(usize),
+    /// The target cannot be checked as it is (the preflight's findings, a count URL that
+    /// stopped counting).
+    #[error("{0}")]
+    Unusable(String),
+    /// One of the above, in the middle of a case.
+    #[error("during case {case}: {cause}")]
+    During {
+        /// The case's name.
+        case: &'static str,
+        /// What stopped it.
+        cause: Box<Abort>,
+    },
+}
+
+impl Abort {
+    /// This abort, as met during `case`.
+    pub(crate) fn during(self, case: &'static str) -> Self {
+        Self::During {
+            case,
+            cause: Box::new(self),
+        }
+    }
+}
+
+/// Who sends a request: the endpoint's credentials, or the second principal's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Principal {
+    First,
+    Second,
+}
+
+/// One request to send.
+#[derive(Clone, Debug)]
+pub(crate) struct Probe {
+    pub(crate) method: Method,
+    pub(crate) url: Url,
+    pub(crate) headers: HeaderMap,
+    /// The `Idempotency-Key` header value; none: no header.
+    pub(crate) key: Option<HeaderValue>,
+    pub(crate) body: Option<Bytes>,
+    pub(crate) principal: Principal,
+    /// The client gives up after this long, on purpose (case 5).
+    pub(crate) give_up_after: Option<Duration>,
+}
+
+impl Probe {
+    /// A `GET` of `url` with `headers`, no key and no body, as the first principal.
+    pub(crate) fn get(url: Url, headers: HeaderMap) -> Self {
+        Self {
+            method: Method::GET,
+            url,
+            headers,
+            key: None,
+            body: None,
+            principal: Principal::First,
+            give_up_after: None,
+        }
+    }
+}
+
+/// What came back.
+#[derive(Clone, Debug)]
+pub(crate) enum Outcome {
+    /// An answer, read whole (or its first [`MAX_BODY`] bytes).
+    Answered(Answer),
+    /// The client gave up as the probe asked, with no answer yet.
+    GaveUp(Duration),
+    /// No answer: the connection was reset or closed, or the request timed out.
+    NoAnswer(String),
+}
+
+/// An HTTP answer.
+#[derive(Clone, Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+/// A request and what came back, with when and how long.
+#[derive(Clone, Debug)]
+pub(crate) struct Exchange {
+    pub(crate) probe: Probe,
+    pub(crate) outcome: Outcome,
+    /// When the request was sent.
+    pub(crate) started: Instant,
+    pub(crate) elapsed: Duration,
+}
+
+impl Exchange {
+    /// The answer, if there was one.
+    pub(crate) fn answer(&self) -> Option<&Answer> {
+        match &self.outcome {
+            Outcome::Answered(answer) => Some(answer),
+            _ => None,
+        }
+    }
+
+    /// The status, if there was an answer.
+    pub(crate) fn status(&self) -> Option<StatusCode> {
+        self.answer().map(|answer| answer.status)
+    }
+
+    /// When the outcome came.
+    pub(crate) fn ended(&self) -> Instant {
+        self.started + self.elapsed
+    }
+
+    /// Whether the answer was a 2xx.
+    pub(crate) fn succeeded(&self) -> bool {
+        self.status().is_some_and(|status| status.is_success())
+    }
+}
+
+/// The client, the count of requests sent, and the bounds.
+#[derive(Debug)]
+pub(crate) struct Wire {
+    http: reqwest::Client,
+    request_timeout: Duration,
+    started: Instant,
+    max_time: Duration,
+    budget: usize,
+    sent: AtomicUsize,
+}
+
+impl Wire {
+    /// A wire that sends at most `budget` requests within `max_time`, each within
+    /// `request_timeout`.
+    pub(crate) fn new(budget: usize, max_time: Duration, request_timeout: Duration) -> Self {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .pool_max_idle_per_host(0)
+            .user_agent(concat!("idem-check/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("a client without TLS settings always builds");
+        Self {
+            http,
+            request_timeout,
+            started: Instant::now(),
+            max_time,
+            budget,
+            sent: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many requests were sent.
+    pub(crate) fn sent(&self) -> usize {
+        self.sent.load(Ordering::Relaxed)
+    }
+
+    /// How long the check may still take.
+    pub(crate) fn time_left(&self) -> Result<Duration, Abort> {
+        self.max_time
+            .checked_sub(self.started.elapsed())
+            .filter(|left| !left.is_zero())
+            .ok_or(Abort::OutOfTime(self.max_time))
+    }
+
+    /// Sleeps `duration`, unless that would end after the check's bound.
+    pub(crate) async fn sleep(&self, duration: Duration) -> Result<(), Abort> {
+        if duration >= self.time_left()? {
+            return Err(Abort::OutOfTime(self.max_time));
+        }
+        tokio::time::sleep(duration).await;
+        Ok(())
+    }
+
+    /// Sends `probe` once and reads what comes back.
+    pub(crate) async fn send(&self, probe: Probe) -> Result<Exchange, Abort> {
+        let time_left = self.time_left()?;
+        if self.sent.fetch_add(1, Ordering::Relaxed) >= self.budget {
+            return Err(Abort::OutOfBudget(self.budget));
+        }
+        let bound = self.request_timeout.min(time_left);
+        let limit = probe.give_up_after.map_or(bound, |after| after.min(bound));
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(limit, self.exchange(&probe)).await;
+        let elapsed = started.elapsed();
+        let outcome = match outcome {
+            Ok(Ok(answer)) => Outcome::Answered(answer),
+            Ok(Err(error)) if error.is_connect() => {
+                return Err(Abort::Unreachable {
+                    url: probe.url.to_string(),
+                    reason: root_cause(&error),
+                });
+            }
+            Ok(Err(error)) => Outcome::NoAnswer(root_cause(&error)),
+            Err(_) if probe.give_up_after.is_some_and(|after| after <= bound) => {
+                Outcome::GaveUp(limit)
+            }
+            Err(_) if bound < self.request_timeout => return Err(Abort::OutOfTime(self.max_time)),
+            Err(_) => Outcome::NoAnswer(format!("no answer within {}", show::duration(limit))),
+        };
+        Ok(Exchange {
+            probe,
+            outcome,
+            started,
+            elapsed,
+        })
+    }
+
+    async fn exchange(&self, probe: &Probe) -> Result<Answer, reqwest::Error> {
+        let mut request = self
+            .http
+            .request(probe.method.clone(), probe.url.clone())
+            .headers(probe.headers.clone());
+        if let Some(key) = &probe.key {
+            request = request.header(idem_client::IDEMPOTENCY_KEY, key.clone());
+        }
+        if let Some(body) = &probe.body {
+            request = request.body(body.clone());
+        }
+        let mut response = request.send().await?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let mut body = BytesMut::new();
+        while let Some(chunk) = response.chunk().await? {
+            let room = MAX_BODY - body.len();
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if body.len() == MAX_BODY {
+                break;
+            }
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body: body.freeze(),
+        })
+    }
+}
+
+/// The innermost cause of a transport error, which says what happened ("connection refused",
+/// "connection closed before message completed") where the outer ones only say where.
+fn root_cause(error: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
+}
