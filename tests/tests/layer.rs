@@ -554,6 +554,35 @@ async fn records_expire_after_their_ttl() {
     assert_eq!(answer.run(), 2);
 }
 
+/// A runtime's `max_ttl` shortens a route's longer TTL, and never below the route's lease.
+#[tokio::test(start_paused = true)]
+async fn the_runtime_caps_a_routes_ttl_but_not_below_its_lease() {
+    let counter = Counter::default();
+    let idem = Idempotency::builder(MemoryStore::default())
+        .max_ttl(Duration::from_secs(10))
+        .build();
+    let short_lease = global()
+        .ttl(Duration::from_secs(3600))
+        .lease(Duration::from_secs(5));
+    let capped = app(&idem, short_lease, &counter);
+    send(&capped, request(Some("capped"), BODY)).await;
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert!(send(&capped, request(Some("capped"), BODY)).await.replayed());
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let answer = send(&capped, request(Some("capped"), BODY)).await;
+    assert!(!answer.replayed(), "after the cap the key is a new request");
+    assert_eq!(answer.run(), 2);
+
+    // With the default lease of 60 s, the record is kept for the lease, not the 10 s cap.
+    let leased = global().ttl(Duration::from_secs(3600));
+    let leased_app = app(&idem, leased, &counter);
+    send(&leased_app, request(Some("leased"), BODY)).await;
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(send(&leased_app, request(Some("leased"), BODY)).await.replayed());
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(!send(&leased_app, request(Some("leased"), BODY)).await.replayed());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lapsed_lease_lets_a_retry_in_and_fences_the_old_holder() {
     // Renewals never reach the store, as from a process that stalled.

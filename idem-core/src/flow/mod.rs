@@ -87,6 +87,7 @@ pub(crate) fn start(
     endpoint: impl Endpoint,
 ) -> RequestFuture {
     let tasks = idem.tasks().clone();
+    let policy = idem.applied(policy);
     RequestFuture::detachable(
         async move { handle(&idem, &policy, request, endpoint).await },
         &tasks,

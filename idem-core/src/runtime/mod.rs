@@ -34,6 +34,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use self::pending::Pending;
 use crate::{
+    policy::Policy,
     problem::{Problem, ProblemKind},
     scope::{PrincipalExtension, ResolvePrincipal},
     store::{MemoryStore, Store},
@@ -63,6 +64,8 @@ struct RuntimeState {
     pending: Pending,
     /// What the `type` URIs of the runtime's Problem Details start with, if not the default.
     problem_type_base: Option<Arc<str>>,
+    /// The longest any route keeps a completed record, if the service caps it.
+    max_ttl: Option<Duration>,
     /// Whether a request without a principal has been explained in the log yet.
     missing_principal_explained: AtomicBool,
 }
@@ -198,6 +201,15 @@ impl Idempotency {
         }
     }
 
+    /// `policy` as this runtime applies it: its TTL capped by [`IdempotencyBuilder::max_ttl`],
+    /// never below its lease.
+    pub(crate) fn applied(&self, mut policy: Policy) -> Policy {
+        if let Some(max_ttl) = self.state.max_ttl {
+            policy.ttl = policy.ttl.min(max_ttl).max(policy.lease);
+        }
+        policy
+    }
+
     /// Whether this is the first request without a principal this runtime has seen.
     pub(crate) fn first_missing_principal(&self) -> bool {
         !self
@@ -238,6 +250,7 @@ pub struct IdempotencyBuilder {
     store_timeout: Duration,
     shutdown_timeout: Duration,
     problem_type_base: Option<Arc<str>>,
+    max_ttl: Option<Duration>,
 }
 
 impl IdempotencyBuilder {
@@ -248,6 +261,7 @@ impl IdempotencyBuilder {
             store_timeout: Idempotency::DEFAULT_STORE_TIMEOUT,
             shutdown_timeout: Idempotency::DEFAULT_SHUTDOWN_TIMEOUT,
             problem_type_base: None,
+            max_ttl: None,
         }
     }
 
@@ -291,6 +305,29 @@ impl IdempotencyBuilder {
         self
     }
 
+    /// The longest any route keeps a completed record: a route whose policy says longer keeps
+    /// its records this long instead (but never less than its lease). Unset by default, so each
+    /// route's TTL holds as written.
+    ///
+    /// Retention is often an operator's decision more than the code's: the storage a store may
+    /// use, a rule on how long requests may be kept, or a test environment that wants to see a
+    /// key expire (the sixth of the seven cases in docs/contract.md) without waiting a day.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idem_core::{Idempotency, MemoryStore};
+    ///
+    /// // Routes declare 24 h; this deployment keeps records for an hour at most.
+    /// let idem = Idempotency::builder(MemoryStore::default())
+    ///     .max_ttl(Duration::from_secs(3600))
+    ///     .build();
+    /// # drop(idem);
+    /// ```
+    pub fn max_ttl(mut self, max_ttl: Duration) -> Self {
+        self.max_ttl = Some(max_ttl);
+        self
+    }
+
     /// Builds the runtime.
     pub fn build(self) -> Idempotency {
         Idempotency {
@@ -304,6 +341,7 @@ impl IdempotencyBuilder {
                 background_stop: Mutex::default(),
                 pending: Pending::default(),
                 problem_type_base: self.problem_type_base,
+                max_ttl: self.max_ttl,
                 missing_principal_explained: AtomicBool::new(false),
             }),
         }
