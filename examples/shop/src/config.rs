@@ -4,6 +4,8 @@
 //! | --- | --- | --- | --- |
 //! | listen address | `--addr` | `SHOP_ADDR` | `127.0.0.1:3000` |
 //! | idempotency store | | `IDEM_STORE` | `memory` |
+//! | replicas a Redis claim waits for | | `SHOP_REDIS_WAIT_REPLICAS` | unset: none (asynchronous) |
+//! | how long it waits for them | | `SHOP_REDIS_WAIT_TIMEOUT_MS` | `100` |
 //! | transfer delay (at the bank) | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
 //! | payment delay (the card network) | | `SHOP_PAYMENT_DELAY_MS` | `0` |
 //! | the bank's URL | | `SHOP_BANK_URL` | a bank the shop starts on a loopback port |
@@ -15,6 +17,8 @@
 //! | connection bound | | `SHOP_MAX_CONNECTIONS` | `512` |
 
 use std::{fmt, net::SocketAddr, time::Duration};
+
+use idem_core::store::redis::Durability;
 
 use crate::{ConnectionLimits, Settings, backend::StoreChoice};
 
@@ -32,7 +36,16 @@ options:
   -h, --help         this text
 
 environment:
-  IDEM_STORE              memory (default), redis://host:6379 or postgres://user@host/db
+  IDEM_STORE              memory (default), redis://host:6379,
+                          redis+cluster://host:port[,host:port...] (seed nodes),
+                          redis+sentinel://host:port[,host:port...]/name,
+                          or postgres://user@host/db
+  SHOP_REDIS_WAIT_REPLICAS
+                          with Redis: claims wait (WAIT) for this many replicas
+                          before the handler runs; a claim that does not get there
+                          is answered 503 (default: unset, asynchronous)
+  SHOP_REDIS_WAIT_TIMEOUT_MS
+                          how long a claim waits for them (default 100)
   SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
   SHOP_PAYMENT_DELAY_MS   how long the card network takes per payment (default 0)
   SHOP_BANK_URL           the bank's service, as http://127.0.0.1:4000 (default: the shop
@@ -122,10 +135,21 @@ impl Config {
                 "{source}: {addr:?} is not an address; use HOST:PORT, as in 127.0.0.1:3000"
             ))
         })?;
-        let store = var("IDEM_STORE")
+        let mut store = var("IDEM_STORE")
             .unwrap_or_default()
             .parse()
             .map_err(|error: crate::backend::BackendError| ConfigError(error.to_string()))?;
+        if let Some(durability) = redis_durability(&var)? {
+            match &mut store {
+                StoreChoice::Redis(redis) => redis.durability = durability,
+                other => {
+                    return Err(ConfigError(format!(
+                        "SHOP_REDIS_WAIT_REPLICAS is set but IDEM_STORE={other} is not Redis; \
+                         unset it, or use a redis:// store"
+                    )));
+                }
+            }
+        }
         let millis = |name: &str, default: Duration| -> Result<Duration, ConfigError> {
             match var(name) {
                 None => Ok(default),
@@ -205,6 +229,46 @@ impl Config {
     }
 }
 
+/// The durability `SHOP_REDIS_WAIT_REPLICAS` and `SHOP_REDIS_WAIT_TIMEOUT_MS` ask for:
+/// `None` when the first is unset (or `0`), and then the second may not be set either.
+fn redis_durability(
+    var: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<Durability>, ConfigError> {
+    const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+    let replicas = match var("SHOP_REDIS_WAIT_REPLICAS").as_deref().map(str::trim) {
+        None | Some("" | "0") => None,
+        Some(value) => Some(value.parse::<u32>().map_err(|_| {
+            ConfigError(format!(
+                "SHOP_REDIS_WAIT_REPLICAS={value:?} is not a number of replicas (0 or more)"
+            ))
+        })?),
+    };
+    let timeout = match var("SHOP_REDIS_WAIT_TIMEOUT_MS").as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(value) => match value.parse::<u64>() {
+            Ok(0) | Err(_) => {
+                return Err(ConfigError(format!(
+                    "SHOP_REDIS_WAIT_TIMEOUT_MS={value:?} is not a number of milliseconds \
+                     (1 or more)"
+                )));
+            }
+            Ok(millis) => Some(Duration::from_millis(millis)),
+        },
+    };
+    match (replicas, timeout) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(ConfigError(
+            "SHOP_REDIS_WAIT_TIMEOUT_MS is set without SHOP_REDIS_WAIT_REPLICAS; set both, \
+             or neither for asynchronous claims"
+                .into(),
+        )),
+        (Some(replicas), timeout) => Ok(Some(Durability::replicas(
+            replicas,
+            timeout.unwrap_or(DEFAULT_TIMEOUT),
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -277,6 +341,35 @@ mod tests {
     }
 
     #[test]
+    fn variables_set_the_durability_of_redis_claims() {
+        let durability = |vars: &[(&str, &str)]| match config(&[], vars).store {
+            StoreChoice::Redis(redis) => redis.durability,
+            other => panic!("{other:?}"),
+        };
+        let cluster = (
+            "IDEM_STORE",
+            "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+        );
+        assert_eq!(durability(&[cluster]), Durability::Async);
+        assert_eq!(
+            durability(&[cluster, ("SHOP_REDIS_WAIT_REPLICAS", "0")]),
+            Durability::Async
+        );
+        assert_eq!(
+            durability(&[cluster, ("SHOP_REDIS_WAIT_REPLICAS", "1")]),
+            Durability::replicas(1, Duration::from_millis(100))
+        );
+        assert_eq!(
+            durability(&[
+                ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                ("SHOP_REDIS_WAIT_REPLICAS", " 2 "),
+                ("SHOP_REDIS_WAIT_TIMEOUT_MS", "250"),
+            ]),
+            Durability::replicas(2, Duration::from_millis(250))
+        );
+    }
+
+    #[test]
     fn variables_set_the_connection_limits() {
         let config = config(
             &[],
@@ -322,6 +415,36 @@ mod tests {
                 "number of connections",
             ),
             (&[], &[("SHOP_PAYMENT_DELAY_MS", "1s")], "milliseconds"),
+            (
+                &[],
+                &[("SHOP_REDIS_WAIT_REPLICAS", "1")],
+                "IDEM_STORE=memory is not Redis",
+            ),
+            (
+                &[],
+                &[
+                    ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                    ("SHOP_REDIS_WAIT_REPLICAS", "one"),
+                ],
+                "number of replicas",
+            ),
+            (
+                &[],
+                &[
+                    ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                    ("SHOP_REDIS_WAIT_TIMEOUT_MS", "100"),
+                ],
+                "without SHOP_REDIS_WAIT_REPLICAS",
+            ),
+            (
+                &[],
+                &[
+                    ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                    ("SHOP_REDIS_WAIT_REPLICAS", "1"),
+                    ("SHOP_REDIS_WAIT_TIMEOUT_MS", "0"),
+                ],
+                "1 or more",
+            ),
             (
                 &[],
                 &[("SHOP_BANK_URL", "127.0.0.1:4000")],
