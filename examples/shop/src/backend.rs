@@ -261,11 +261,13 @@ impl Backend {
             StoreChoice::Memory => Ok(Self::memory()),
             StoreChoice::Redis(redis) => {
                 let mut backend = Self::open_redis(redis).await.map_err(BackendError::Redis)?;
-                backend.records = format!(
-                    "RedisStore ({}; claims wait for {})",
-                    redis.deployment_url(),
-                    redis.durability
-                );
+                backend.records = match redis.durability {
+                    Durability::Async => format!("RedisStore ({})", redis.deployment_url()),
+                    durability => format!(
+                        "RedisStore ({}; claims wait for {durability})",
+                        redis.deployment_url()
+                    ),
+                };
                 Ok(backend)
             }
             StoreChoice::Postgres(url) => {

@@ -15,9 +15,14 @@ use ::redis::{Cmd, Value};
 /// A claim that does not reach its target in time is released by the store and answered
 /// [`StoreError::NotDurable`](crate::store::StoreError::NotDurable): the runtime answers 503
 /// with `Retry-After`, and the handler does not run on a claim a failover could lose. A
-/// completion that falls short is still answered (the operation has run), logged as a
-/// warning and counted (`idem_redis_durability_shortfalls_total{call="complete"}` with the
-/// `metrics` feature).
+/// completion that falls short is still answered (the operation has run), counted
+/// (`idem_redis_durability_shortfalls_total{call="complete"}` with the `metrics` feature;
+/// refused claims are `call="claim"`), logged as a warning, and kept by the runtime, which
+/// sends it again until it reaches the target.
+///
+/// Wait for every replica (`replicas` equal to their number): a failover can promote any of
+/// them, and a write is only on those that acknowledged it. `docs/redis.md` in the repository
+/// has what each deployment survives with each setting.
 ///
 /// ```
 /// use std::time::Duration;
@@ -54,7 +59,8 @@ pub enum Durability {
 }
 
 impl Durability {
-    /// Waits for `replicas` replicas (at least one) for at most `timeout` after each claim.
+    /// Waits for `replicas` replicas for at most `timeout` after each claim and completion
+    /// (`0` waits for none, and costs the round trip).
     ///
     /// ```
     /// use std::time::Duration;
@@ -68,7 +74,7 @@ impl Durability {
     }
 
     /// Waits for the primary's append-only file, and `replicas` replicas' files, for at most
-    /// `timeout` after each claim.
+    /// `timeout` after each claim and completion.
     ///
     /// ```
     /// use std::time::Duration;

@@ -39,9 +39,10 @@
 //! are a completion, a renewal and a release. The scripts run atomically on the server,
 //! which is what makes a claim atomic across instances. After a Redis restart or a
 //! `SCRIPT FLUSH`, the first call of each script is answered `NOSCRIPT` and sent again as
-//! `EVAL` with the script's source, which caches it (two round trips, once). A durable
-//! claim or completion sends its wait in the same pipeline: still one round trip, plus the
-//! time the replicas take to acknowledge.
+//! `EVAL` with the script's source, which caches it (two round trips, once). With a
+//! [`Durability`] that waits, a claim that claimed the key is confirmed on a connection of the
+//! store's own (the script again, and `WAIT`, in one pipeline: a second round trip, plus the
+//! replicas' acknowledgement), and a completion sends its wait in the same pipeline.
 //!
 //! # Record layout
 //!
