@@ -147,7 +147,7 @@ impl Durable {
         let reply = match script.extract_error() {
             Ok(value) => Reply::parse(value).map_err(Failed::Error)?,
             Err(error) => {
-                lane.answered_by_replica(&error);
+                lane.refused(&error);
                 return Err(Failed::Error(StoreError::backend(error)));
             }
         };

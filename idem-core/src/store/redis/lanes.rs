@@ -243,10 +243,10 @@ impl Lane {
         self.lanes.opener.fell_short();
     }
 
-    /// A server error in an answer that says this lane reaches a node that is no longer the
-    /// primary (`READONLY`, `MASTERDOWN`): the lane is closed, and the opener looks the primary
-    /// up again.
-    pub(super) fn answered_by_replica(&mut self, error: &RedisError) {
+    /// The script was answered with a server error: the lane is closed, and the opener hears
+    /// of it (an error that says the lane reaches a node that is no longer the primary,
+    /// `READONLY` or `MASTERDOWN`, makes Sentinel's opener look the primary up again).
+    pub(super) fn refused(&mut self, error: &RedisError) {
         self.reusable = false;
         self.lanes.opener.failed(error);
     }
