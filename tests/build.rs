@@ -3,6 +3,10 @@
 //!
 //! `cfg(idem_test_redis)` when `IDEM_TEST_REDIS_URL` is set, `cfg(idem_test_postgres)` when
 //! `IDEM_TEST_DATABASE_URL` is; cargo rebuilds the tests when either changes.
+//! `cfg(idem_test_waitaof)` when the `redis-server` on `PATH` has `WAITAOF` (Redis 7.2 and
+//! later), which the tests of the append-only-file durability need.
+
+use std::process::Command;
 
 fn main() {
     for (variable, cfg) in [
@@ -15,4 +19,24 @@ fn main() {
             println!("cargo::rustc-cfg={cfg}");
         }
     }
+    println!("cargo::rerun-if-env-changed=PATH");
+    println!("cargo::rustc-check-cfg=cfg(idem_test_waitaof)");
+    if redis_server_version().is_some_and(|version| version >= (7, 2)) {
+        println!("cargo::rustc-cfg=idem_test_waitaof");
+    }
+}
+
+/// The major and minor version of the `redis-server` on `PATH`, from `redis-server
+/// --version` (`Redis server v=7.0.15 sha=...`).
+fn redis_server_version() -> Option<(u32, u32)> {
+    let output = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    let version = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))?;
+    let mut parts = version.split('.').map(str::parse::<u32>);
+    Some((parts.next()?.ok()?, parts.next()?.ok()?))
 }

@@ -4,8 +4,16 @@
 //! `idem-bench SERVER [ADDR]`: SERVER is `bare`, `layer` or `attribute`; ADDR defaults to
 //! 127.0.0.1:3100. `BENCH_WORKERS` sets the number of tokio worker threads (default 1, so the
 //! load generator has the other core).
+//!
+//! The records are in a roomy `MemoryStore`, or with `BENCH_REDIS_URL=redis://...` in a
+//! `RedisStore` on that server (`bench/redis-wait.sh`), which waits for
+//! `BENCH_REDIS_WAIT_REPLICAS` replicas (default: none, asynchronous) for at most
+//! `BENCH_REDIS_WAIT_TIMEOUT_MS` (default 100) after each claim and completion.
+
+use std::time::Duration;
 
 use idem_bench::server::{Server, roomy_store};
+use idem_core::{RedisStore, store::redis::Durability};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -23,14 +31,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let app = server.router(roomy_store());
+        let app = match std::env::var("BENCH_REDIS_URL") {
+            Ok(url) => server.router(redis_store(&url).await?),
+            Err(_) => server.router(roomy_store()),
+        };
         let listener = tokio::net::TcpListener::bind(&addr).await?;
         println!("idem-bench {server} listening on {addr}");
         axum::serve(listener, app)
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
-            .await
+            .await?;
+        Ok::<(), Box<dyn std::error::Error>>(())
     })?;
     Ok(())
+}
+
+/// A `RedisStore` on `url`, with the durability `BENCH_REDIS_WAIT_REPLICAS` and
+/// `BENCH_REDIS_WAIT_TIMEOUT_MS` ask for.
+async fn redis_store(url: &str) -> Result<RedisStore, Box<dyn std::error::Error>> {
+    let number = |name: &str, default: u64| -> Result<u64, Box<dyn std::error::Error>> {
+        match std::env::var(name) {
+            Ok(value) => Ok(value.parse()?),
+            Err(_) => Ok(default),
+        }
+    };
+    let replicas = number("BENCH_REDIS_WAIT_REPLICAS", 0)?;
+    let timeout = Duration::from_millis(number("BENCH_REDIS_WAIT_TIMEOUT_MS", 100)?);
+    let durability = match replicas {
+        0 => Durability::Async,
+        replicas => Durability::replicas(u32::try_from(replicas)?, timeout),
+    };
+    let store = RedisStore::builder()
+        .prefix(format!("idem-bench:{}:", std::process::id()))?
+        .durability(durability)
+        .connect(url)
+        .await?;
+    println!("idem-bench: records in Redis at {url}, claims wait for {durability}");
+    Ok(store)
 }

@@ -4,7 +4,9 @@
 use std::{fmt, str::FromStr};
 
 use axum::{Extension, Json, Router, extract::State, response::Response, routing::post};
-use idem_core::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope, idempotent};
+use idem_core::{
+    Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope, idempotent, store::Store,
+};
 
 use crate::payment::{self, Ledger, NewPayment};
 
@@ -32,7 +34,8 @@ impl Server {
         }
     }
 
-    /// The router of this server, its records in `store` (unused by [`Server::Bare`]).
+    /// The router of this server, its records in `store` (unused by [`Server::Bare`]): a
+    /// [`roomy_store`] or [`bounded_store`], or a `RedisStore` (see `idem-bench`).
     ///
     /// ```
     /// use idem_bench::server::{Server, roomy_store};
@@ -40,7 +43,7 @@ impl Server {
     /// let app: axum::Router = Server::Layer.router(roomy_store());
     /// # drop(app);
     /// ```
-    pub fn router(self, store: MemoryStore) -> Router {
+    pub fn router(self, store: impl Store) -> Router {
         let ledger = Ledger::default();
         match self {
             Server::Bare => Router::new()

@@ -115,6 +115,7 @@
 //! | --- | --- | --- |
 //! | `idem_requests_total` | `outcome` (the values above), `route` (as logged) | every decision about a request, as logged |
 //! | `idem_postgres_swept_records_total` | none | expired records a `PostgresStore` sweep deleted (with `postgres`) |
+//! | `idem_redis_durability_shortfalls_total` | `call` (`claim`, `complete`) | claims and completions a `RedisStore` wrote that did not reach their durability target in time (with `redis`) |
 //!
 //! One request counts several outcomes on its way: a first request `claimed` then
 //! `completed`, a retry `replayed`. The `route` label is the route template, so its values

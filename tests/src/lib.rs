@@ -6,9 +6,12 @@
 
 pub mod gate;
 pub mod inprocess;
+pub mod ledger;
 pub mod postgres_fixture;
 pub mod postgres_server;
+pub mod redis_cluster;
 pub mod redis_fixture;
+pub mod redis_sentinel;
 pub mod redis_server;
 pub mod shop_fixture;
 

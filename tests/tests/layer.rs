@@ -567,7 +567,11 @@ async fn the_runtime_caps_a_routes_ttl_but_not_below_its_lease() {
     let capped = app(&idem, short_lease, &counter);
     send(&capped, request(Some("capped"), BODY)).await;
     tokio::time::advance(Duration::from_secs(9)).await;
-    assert!(send(&capped, request(Some("capped"), BODY)).await.replayed());
+    assert!(
+        send(&capped, request(Some("capped"), BODY))
+            .await
+            .replayed()
+    );
     tokio::time::advance(Duration::from_secs(2)).await;
     let answer = send(&capped, request(Some("capped"), BODY)).await;
     assert!(!answer.replayed(), "after the cap the key is a new request");
@@ -578,9 +582,17 @@ async fn the_runtime_caps_a_routes_ttl_but_not_below_its_lease() {
     let leased_app = app(&idem, leased, &counter);
     send(&leased_app, request(Some("leased"), BODY)).await;
     tokio::time::advance(Duration::from_secs(59)).await;
-    assert!(send(&leased_app, request(Some("leased"), BODY)).await.replayed());
+    assert!(
+        send(&leased_app, request(Some("leased"), BODY))
+            .await
+            .replayed()
+    );
     tokio::time::advance(Duration::from_secs(2)).await;
-    assert!(!send(&leased_app, request(Some("leased"), BODY)).await.replayed());
+    assert!(
+        !send(&leased_app, request(Some("leased"), BODY))
+            .await
+            .replayed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -7,130 +7,36 @@
 //! `PATH`.
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
-use axum::{
-    Json, Router,
-    extract::State,
-    http::{HeaderMap, StatusCode},
-    routing::post,
-};
-use idem_core::{Idempotency, IdempotencyLayer, Policy, RedisStore, Scope};
+use axum::http::StatusCode;
+use idem_core::{Idempotency, Policy, RedisStore, Scope};
+use idem_tests::ledger::{Ledger, LedgerService};
 use idem_tests::redis_fixture::{fresh_prefix, redis_url};
-use idem_tests::{Answer, Served, eventually, gate::Gate, key, redis_server::RedisServer};
-use serde_json::{Value, json};
+use idem_tests::{Answer, eventually, key, redis_server::RedisServer};
 
 const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
 const STORE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Long enough for anything the runtime does in the background to land on a slow machine.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// How many times the handler ran for each key, and a gate a test may hold it at.
-#[derive(Clone)]
-struct Ledger {
-    executions: Arc<Mutex<HashMap<String, usize>>>,
-    gate: Gate,
-    delay: Duration,
-}
-
-impl Ledger {
-    /// A ledger whose handler runs at once, after `delay`.
-    fn open(delay: Duration) -> Self {
-        Self {
-            executions: Arc::default(),
-            gate: Gate::open(),
-            delay,
-        }
-    }
-
-    /// A ledger whose handler waits until its gate is lifted.
-    fn gated() -> Self {
-        Self {
-            gate: Gate::closed(),
-            ..Self::open(Duration::ZERO)
-        }
-    }
-
-    fn executions(&self, key: &str) -> usize {
-        self.executions
-            .lock()
-            .unwrap()
-            .get(key)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    fn all(&self) -> HashMap<String, usize> {
-        self.executions.lock().unwrap().clone()
-    }
-}
-
-async fn transfer(
-    State(ledger): State<Ledger>,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> (StatusCode, Json<Value>) {
-    let key = headers["idempotency-key"].to_str().unwrap().to_owned();
-    ledger.gate.pass().await;
-    tokio::time::sleep(ledger.delay).await;
-    let execution = {
-        let mut executions = ledger.executions.lock().unwrap();
-        let count = executions.entry(key.clone()).or_default();
-        *count += 1;
-        *count
-    };
-    let id = format!("tr_{:016x}", rand::random::<u64>());
-    (
-        StatusCode::CREATED,
-        Json(json!({ "id": id, "key": key, "execution": execution, "amount": body["amount"] })),
-    )
-}
-
 /// One instance of the service on the Redis at `url`, under `prefix`.
-struct Instance {
-    idem: Idempotency,
-    served: Served,
-    http: reqwest::Client,
-}
-
-impl Instance {
-    async fn start(url: &str, prefix: &str, lease: Duration, ledger: &Ledger) -> Self {
-        let store = RedisStore::builder()
-            .prefix(prefix)
-            .unwrap()
-            .command_timeout(COMMAND_TIMEOUT)
-            .connection_timeout(COMMAND_TIMEOUT)
-            .connect(url)
-            .await
-            .expect("cannot connect to the test's redis-server");
-        let idem = Idempotency::builder(store)
-            .store_timeout(STORE_TIMEOUT)
-            .build();
-        let policy = Policy::new().scope(Scope::Global).lease(lease);
-        let router = Router::new()
-            .route("/transfers", post(transfer))
-            .layer(IdempotencyLayer::new(idem.clone(), policy))
-            .with_state(ledger.clone());
-        Self {
-            idem,
-            served: Served::start(router).await,
-            http: reqwest::Client::new(),
-        }
-    }
-
-    fn request(&self, key: &str) -> reqwest::RequestBuilder {
-        self.http
-            .post(self.served.url("/transfers"))
-            .header("idempotency-key", key)
-            .json(&json!({ "amount": 50000 }))
-    }
-
-    async fn send(&self, key: &str) -> Answer {
-        Answer::of(self.request(key)).await
-    }
+async fn instance(url: &str, prefix: &str, lease: Duration, ledger: &Ledger) -> LedgerService {
+    let store = RedisStore::builder()
+        .prefix(prefix)
+        .unwrap()
+        .command_timeout(COMMAND_TIMEOUT)
+        .connection_timeout(COMMAND_TIMEOUT)
+        .connect(url)
+        .await
+        .expect("cannot connect to the test's redis-server");
+    let idem = Idempotency::builder(store)
+        .store_timeout(STORE_TIMEOUT)
+        .build();
+    let policy = Policy::new().scope(Scope::Global).lease(lease);
+    LedgerService::start(idem, policy, ledger).await
 }
 
 #[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
@@ -146,7 +52,7 @@ async fn a_result_that_finished_while_redis_was_down_is_stored_when_it_is_back()
     // A short lease, which lapses while Redis is away: only a takeover may fence the
     // holder, and nothing takes the key over.
     let lease = Duration::from_millis(500);
-    let first = Instance::start(&server.url(), &prefix, lease, &ledger).await;
+    let first = instance(&server.url(), &prefix, lease, &ledger).await;
     let key = key();
 
     let answer = tokio::spawn(Answer::of(first.request(&key)));
@@ -179,7 +85,7 @@ async fn a_result_that_finished_while_redis_was_down_is_stored_when_it_is_back()
         "the completion reached Redis once it was back"
     );
     // Another instance, which has no copy: the record is in Redis.
-    let second = Instance::start(&server.url(), &prefix, lease, &ledger).await;
+    let second = instance(&server.url(), &prefix, lease, &ledger).await;
     let elsewhere = second.send(&key).await;
     assert!(elsewhere.replayed(), "{elsewhere:?}");
     assert_eq!(elsewhere.body, answer.body);
@@ -196,7 +102,7 @@ async fn a_claim_on_a_frozen_redis_frees_its_key(warm: bool) {
         return;
     };
     let ledger = Ledger::open(Duration::ZERO);
-    let instance = Instance::start(
+    let instance = instance(
         &server.url(),
         &fresh_prefix(),
         Duration::from_secs(60),
@@ -257,7 +163,7 @@ async fn a_redis_restart_under_load_runs_no_key_twice() {
     };
     let ledger = Ledger::open(Duration::from_millis(20));
     let instance = Arc::new(
-        Instance::start(
+        instance(
             &server.url(),
             &fresh_prefix(),
             Duration::from_secs(2),

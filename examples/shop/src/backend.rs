@@ -4,18 +4,23 @@
 //! | --- | --- | --- |
 //! | unset, empty or `memory` | `MemoryStore`, in this process | in this process's memory |
 //! | `redis://...` | `RedisStore`, shared by every shop on that Redis | in this process's memory |
+//! | `redis+cluster://HOST:PORT[,HOST:PORT...]` | `RedisStore` on the Redis Cluster those seed nodes belong to | in this process's memory |
+//! | `redis+sentinel://HOST:PORT[,HOST:PORT...]/NAME` | `RedisStore` on the primary the sentinels name `NAME`, followed through failovers | in this process's memory |
 //! | `postgres://...` | `PostgresStore` | PostgreSQL tables, written in the record's transaction |
 //!
 //! The shop's data follows the store only in PostgreSQL, where the point is that a payment
 //! row and its record commit together. With Redis, several shops share their idempotency
 //! records (a key sent to two of them runs once) but each keeps its own payments: a real
 //! service would keep those in a shared database too.
+//!
+//! With Redis, `SHOP_REDIS_WAIT_REPLICAS` and `SHOP_REDIS_WAIT_TIMEOUT_MS` (read by
+//! [`Config`](crate::Config)) set the [`Durability`] of claims.
 
-use std::{fmt, str::FromStr, time::Duration};
+use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
 use idem_core::{
-    Idempotency, MemoryStore, RedisStore,
-    store::{PostgresStore, StoreError, postgres::SweeperHandle},
+    Idempotency, IdempotencyBuilder, MemoryStore, RedisStore,
+    store::{PostgresStore, Store, StoreError, postgres::SweeperHandle, redis::Durability},
 };
 
 use crate::ledger::{Ledger, PostgresLedger};
@@ -25,10 +30,50 @@ use crate::ledger::{Ledger, PostgresLedger};
 pub enum StoreChoice {
     /// The embedded `MemoryStore`.
     Memory,
-    /// A Redis server: `redis://`, `rediss://` (TLS) or `redis+unix://`.
-    Redis(String),
+    /// A Redis deployment, and the durability its claims wait for.
+    Redis(RedisChoice),
     /// A PostgreSQL database: `postgres://` or `postgresql://`.
     Postgres(String),
+}
+
+/// A Redis deployment, and how far each claim must travel before the handler runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisChoice {
+    /// Where Redis is.
+    pub deployment: RedisDeployment,
+    /// What the store waits for after each claim (asynchronous unless
+    /// `SHOP_REDIS_WAIT_REPLICAS` says otherwise).
+    pub durability: Durability,
+}
+
+/// The kinds of Redis deployment `IDEM_STORE` names.
+#[derive(Clone, PartialEq, Eq)]
+pub enum RedisDeployment {
+    /// One server: `redis://`, `rediss://` (TLS) or `redis+unix://`.
+    Server(String),
+    /// A Redis Cluster, by its seed nodes (`redis://HOST:PORT` each), from
+    /// `redis+cluster://HOST:PORT[,HOST:PORT...]`.
+    Cluster(Vec<String>),
+    /// A primary with replicas watched by Sentinel, from
+    /// `redis+sentinel://HOST:PORT[,HOST:PORT...]/NAME`.
+    Sentinel {
+        /// The sentinels, `redis://HOST:PORT` each.
+        sentinels: Vec<String>,
+        /// The name the sentinels know the primary by.
+        primary: String,
+    },
+}
+
+impl fmt::Debug for RedisDeployment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Server(url) => write!(f, "Server({})", redact(url)),
+            Self::Cluster(nodes) => write!(f, "Cluster({})", redacted_list(nodes)),
+            Self::Sentinel { sentinels, primary } => {
+                write!(f, "Sentinel({} / {primary})", redacted_list(sentinels))
+            }
+        }
+    }
 }
 
 impl FromStr for StoreChoice {
@@ -39,20 +84,61 @@ impl FromStr for StoreChoice {
         if value.is_empty() || value == "memory" {
             return Ok(Self::Memory);
         }
+        let redis = |deployment| {
+            Ok(Self::Redis(RedisChoice {
+                deployment,
+                durability: Durability::Async,
+            }))
+        };
         let scheme = value.split_once("://").map(|(scheme, _)| scheme);
         match scheme {
-            Some("redis" | "rediss" | "redis+unix" | "unix") => Ok(Self::Redis(value.to_owned())),
+            Some("redis" | "rediss" | "redis+unix" | "unix") => {
+                redis(RedisDeployment::Server(value.to_owned()))
+            }
+            Some("redis+cluster") => redis(RedisDeployment::Cluster(node_list(value, value)?)),
+            Some("redis+sentinel") => {
+                let (list, primary) = value
+                    .rsplit_once('/')
+                    .filter(|(list, primary)| list.ends_with(|c| c != '/') && !primary.is_empty())
+                    .ok_or_else(|| BackendError::UnknownStore(redact(value)))?;
+                redis(RedisDeployment::Sentinel {
+                    sentinels: node_list(list, value)?,
+                    primary: primary.to_owned(),
+                })
+            }
             Some("postgres" | "postgresql") => Ok(Self::Postgres(value.to_owned())),
             _ => Err(BackendError::UnknownStore(redact(value))),
         }
     }
 }
 
+/// `SCHEME://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]` as one `redis://` URL per node, each
+/// with the credentials. `whole` is the variable's value, for the error.
+fn node_list(value: &str, whole: &str) -> Result<Vec<String>, BackendError> {
+    let refused = || BackendError::UnknownStore(redact(whole));
+    let (_, rest) = value.split_once("://").ok_or_else(refused)?;
+    let (credentials, hosts) = match rest.rsplit_once('@') {
+        Some((credentials, hosts)) => (format!("{credentials}@"), hosts),
+        None => (String::new(), rest),
+    };
+    hosts
+        .split(',')
+        .map(|node| {
+            let (host, port) = node.trim().rsplit_once(':').ok_or_else(refused)?;
+            if host.is_empty() || port.parse::<u16>().is_err() {
+                return Err(refused());
+            }
+            Ok(format!("redis://{credentials}{host}:{port}"))
+        })
+        .collect()
+}
+
 impl fmt::Display for StoreChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Memory => f.write_str("memory"),
-            Self::Redis(url) | Self::Postgres(url) => f.write_str(&redact(url)),
+            Self::Redis(redis) => write!(f, "{}", redis.deployment_url()),
+            Self::Postgres(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -61,6 +147,32 @@ impl fmt::Debug for StoreChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "StoreChoice({self})")
     }
+}
+
+impl RedisChoice {
+    /// The deployment as `IDEM_STORE` writes it, its passwords redacted.
+    pub fn deployment_url(&self) -> String {
+        let hosts = |urls: &[String]| {
+            urls.iter()
+                .map(|url| redact(url).trim_start_matches("redis://").to_owned())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match &self.deployment {
+            RedisDeployment::Server(url) => redact(url),
+            RedisDeployment::Cluster(nodes) => format!("redis+cluster://{}", hosts(nodes)),
+            RedisDeployment::Sentinel { sentinels, primary } => {
+                format!("redis+sentinel://{}/{primary}", hosts(sentinels))
+            }
+        }
+    }
+}
+
+fn redacted_list(urls: &[String]) -> String {
+    urls.iter()
+        .map(|url| redact(url))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A URL with its password replaced by `***`, for messages.
@@ -99,7 +211,8 @@ impl fmt::Display for BackendError {
             Self::UnknownStore(value) => write!(
                 f,
                 "IDEM_STORE={value:?} names no store; use `memory` (the default), \
-                 `redis://host:6379` or `postgres://user@host/db`"
+                 `redis://host:6379`, `redis+cluster://host:port,host:port`, \
+                 `redis+sentinel://host:port,host:port/name` or `postgres://user@host/db`"
             ),
             Self::Redis(error) => write!(f, "Redis: {error}"),
             Self::Postgres(error) => write!(f, "PostgreSQL: {error}"),
@@ -146,12 +259,15 @@ impl Backend {
     pub async fn open(choice: &StoreChoice) -> Result<Self, BackendError> {
         match choice {
             StoreChoice::Memory => Ok(Self::memory()),
-            StoreChoice::Redis(url) => {
-                let store = RedisStore::connect(url.as_str())
-                    .await
-                    .map_err(|error| BackendError::Redis(error.into()))?;
-                let mut backend = Self::redis(store);
-                backend.records = format!("RedisStore ({})", redact(url));
+            StoreChoice::Redis(redis) => {
+                let mut backend = Self::open_redis(redis).await.map_err(BackendError::Redis)?;
+                backend.records = match redis.durability {
+                    Durability::Async => format!("RedisStore ({})", redis.deployment_url()),
+                    durability => format!(
+                        "RedisStore ({}; claims wait for {durability})",
+                        redis.deployment_url()
+                    ),
+                };
                 Ok(backend)
             }
             StoreChoice::Postgres(url) => {
@@ -165,9 +281,42 @@ impl Backend {
         }
     }
 
-    /// Records in Redis, shared with every shop on the same server; the shop's data in this
-    /// process's memory.
-    pub fn redis(store: RedisStore) -> Self {
+    async fn open_redis(
+        redis: &RedisChoice,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let builder = RedisStore::builder().durability(redis.durability);
+        Ok(match &redis.deployment {
+            RedisDeployment::Server(url) => Self::redis(builder.connect(url.as_str()).await?),
+            RedisDeployment::Cluster(nodes) => Self::redis(
+                builder
+                    .connect_cluster(nodes.iter().map(String::as_str))
+                    .await?,
+            ),
+            RedisDeployment::Sentinel { sentinels, primary } => {
+                let sentinels = sentinels.iter().map(String::as_str);
+                Self::redis(builder.connect_sentinel(sentinels, primary).await?)
+            }
+        })
+    }
+
+    /// The same backend, its runtime keeping records for at most `max_ttl` whatever a route's
+    /// TTL says ([`IdempotencyBuilder::max_ttl`]). Called before the shop serves, so no request
+    /// has met the runtime it replaces.
+    #[must_use]
+    pub fn with_max_ttl(mut self, max_ttl: Option<Duration>) -> Self {
+        if let Some(max_ttl) = max_ttl {
+            let store = Arc::clone(self.idem.store());
+            self.idem = IdempotencyBuilder::from_arc(store).max_ttl(max_ttl).build();
+        }
+        self
+    }
+
+    /// Records in Redis, shared with every shop on the same deployment; the shop's data in
+    /// this process's memory.
+    pub fn redis<C>(store: RedisStore<C>) -> Self
+    where
+        RedisStore<C>: Store,
+    {
         Self {
             idem: Idempotency::new(store),
             ledger: Ledger::memory(),
@@ -228,6 +377,63 @@ mod tests {
             "{refused}"
         );
         assert!(!refused.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn idem_store_names_a_redis_deployment() {
+        let redis = |value: &str| match value.parse::<StoreChoice>().unwrap() {
+            StoreChoice::Redis(redis) => {
+                assert_eq!(redis.durability, Durability::Async);
+                redis.deployment
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            redis("redis://127.0.0.1:6379"),
+            RedisDeployment::Server("redis://127.0.0.1:6379".into())
+        );
+        assert_eq!(
+            redis("redis+cluster://10.0.0.1:7000, 10.0.0.2:7001"),
+            RedisDeployment::Cluster(vec![
+                "redis://10.0.0.1:7000".into(),
+                "redis://10.0.0.2:7001".into()
+            ])
+        );
+        assert_eq!(
+            redis("redis+cluster://:s3cret@10.0.0.1:7000,10.0.0.2:7001"),
+            RedisDeployment::Cluster(vec![
+                "redis://:s3cret@10.0.0.1:7000".into(),
+                "redis://:s3cret@10.0.0.2:7001".into()
+            ])
+        );
+        assert_eq!(
+            redis("redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/shop"),
+            RedisDeployment::Sentinel {
+                sentinels: vec![
+                    "redis://10.0.0.1:26379".into(),
+                    "redis://10.0.0.2:26379".into()
+                ],
+                primary: "shop".into()
+            }
+        );
+        for refused in [
+            "redis+cluster://",
+            "redis+cluster://10.0.0.1",
+            "redis+cluster://10.0.0.1:port",
+            "redis+cluster://10.0.0.1:7000,",
+            "redis+sentinel://10.0.0.1:26379",
+            "redis+sentinel://10.0.0.1:26379/",
+        ] {
+            let error = refused.parse::<StoreChoice>().unwrap_err();
+            assert!(
+                error.to_string().contains("redis+cluster://"),
+                "{refused}: {error}"
+            );
+        }
+        let shown = "redis+cluster://:s3cret@10.0.0.1:7000"
+            .parse::<StoreChoice>()
+            .unwrap();
+        assert_eq!(shown.to_string(), "redis+cluster://:***@10.0.0.1:7000");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! | --- | --- | --- | --- |
 //! | listen address | `--addr` | `SHOP_ADDR` | `127.0.0.1:3000` |
 //! | idempotency store | | `IDEM_STORE` | `memory` |
+//! | replicas a Redis claim waits for | | `SHOP_REDIS_WAIT_REPLICAS` | unset: none (asynchronous) |
+//! | how long it waits for them | | `SHOP_REDIS_WAIT_TIMEOUT_MS` | `100` |
 //! | transfer delay (at the bank) | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
 //! | payment delay (the card network) | | `SHOP_PAYMENT_DELAY_MS` | `0` |
 //! | the bank's URL | | `SHOP_BANK_URL` | a bank the shop starts on a loopback port |
@@ -13,8 +15,11 @@
 //! | idle timeout | | `SHOP_IDLE_TIMEOUT_MS` | `20000` |
 //! | header-read timeout | | `SHOP_HEADER_READ_TIMEOUT_MS` | `10000` |
 //! | connection bound | | `SHOP_MAX_CONNECTIONS` | `512` |
+//! | the longest records are kept | | `SHOP_MAX_TTL_MS` | unset: each route's TTL (24 h for payments) |
 
 use std::{fmt, net::SocketAddr, time::Duration};
+
+use idem_core::store::redis::Durability;
 
 use crate::{ConnectionLimits, Settings, backend::StoreChoice};
 
@@ -32,7 +37,16 @@ options:
   -h, --help         this text
 
 environment:
-  IDEM_STORE              memory (default), redis://host:6379 or postgres://user@host/db
+  IDEM_STORE              memory (default), redis://host:6379,
+                          redis+cluster://host:port[,host:port...] (seed nodes),
+                          redis+sentinel://host:port[,host:port...]/name,
+                          or postgres://user@host/db
+  SHOP_REDIS_WAIT_REPLICAS
+                          with Redis: claims wait (WAIT) for this many replicas
+                          before the handler runs; a claim that does not get there
+                          is answered 503 (default: unset, asynchronous)
+  SHOP_REDIS_WAIT_TIMEOUT_MS
+                          how long a claim waits for them (default 100)
   SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
   SHOP_PAYMENT_DELAY_MS   how long the card network takes per payment (default 0)
   SHOP_BANK_URL           the bank's service, as http://127.0.0.1:4000 (default: the shop
@@ -47,6 +61,8 @@ environment:
                           than this to arrive (default 10000)
   SHOP_MAX_CONNECTIONS    connections served at once; more wait up to 1 s for a
                           slot, or get 503 (default 512)
+  SHOP_MAX_TTL_MS         the longest idempotency records are kept, whatever a route's
+                          TTL says, never less than its lease (default: each route's own)
   RUST_LOG                log filter (default info,sqlx::postgres::notice=warn;
                           RUST_LOG=info shows PostgreSQL's notices too)
 ";
@@ -64,6 +80,8 @@ pub struct Config {
     pub bank_down: bool,
     /// The timeouts and the bound of client connections.
     pub connections: ConnectionLimits,
+    /// The longest idempotency records are kept, whatever a route's TTL says.
+    pub max_ttl: Option<Duration>,
 }
 
 /// What the command line asked for.
@@ -123,10 +141,21 @@ impl Config {
                 "{source}: {addr:?} is not an address; use HOST:PORT, as in 127.0.0.1:3000"
             ))
         })?;
-        let store = var("IDEM_STORE")
+        let mut store = var("IDEM_STORE")
             .unwrap_or_default()
             .parse()
             .map_err(|error: crate::backend::BackendError| ConfigError(error.to_string()))?;
+        if let Some(durability) = redis_durability(&var)? {
+            match &mut store {
+                StoreChoice::Redis(redis) => redis.durability = durability,
+                other => {
+                    return Err(ConfigError(format!(
+                        "SHOP_REDIS_WAIT_REPLICAS is set but IDEM_STORE={other} is not Redis; \
+                         unset it, or use a redis:// store"
+                    )));
+                }
+            }
+        }
         let millis = |name: &str, default: Duration| -> Result<Duration, ConfigError> {
             match var(name) {
                 None => Ok(default),
@@ -197,13 +226,63 @@ impl Config {
                 return Err(ConfigError(format!("SHOP_BANK_DOWN={other:?}: use 1 or 0")));
             }
         };
+        let max_ttl = match millis("SHOP_MAX_TTL_MS", Duration::MAX)? {
+            Duration::MAX => None,
+            ttl if ttl.is_zero() => {
+                return Err(ConfigError(
+                    "SHOP_MAX_TTL_MS=0 would keep no record; use 1 or more milliseconds".into(),
+                ));
+            }
+            ttl => Some(ttl),
+        };
         Ok(Command::Run(Box::new(Self {
             addr,
             store,
             settings,
             bank_down,
             connections,
+            max_ttl,
         })))
+    }
+}
+
+/// The durability `SHOP_REDIS_WAIT_REPLICAS` and `SHOP_REDIS_WAIT_TIMEOUT_MS` ask for:
+/// `None` when the first is unset (or `0`), and then the second may not be set either.
+fn redis_durability(
+    var: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<Durability>, ConfigError> {
+    const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+    let replicas = match var("SHOP_REDIS_WAIT_REPLICAS").as_deref().map(str::trim) {
+        None | Some("" | "0") => None,
+        Some(value) => Some(value.parse::<u32>().map_err(|_| {
+            ConfigError(format!(
+                "SHOP_REDIS_WAIT_REPLICAS={value:?} is not a number of replicas (0 or more)"
+            ))
+        })?),
+    };
+    let timeout = match var("SHOP_REDIS_WAIT_TIMEOUT_MS").as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(value) => match value.parse::<u64>() {
+            Ok(0) | Err(_) => {
+                return Err(ConfigError(format!(
+                    "SHOP_REDIS_WAIT_TIMEOUT_MS={value:?} is not a number of milliseconds \
+                     (1 or more)"
+                )));
+            }
+            Ok(millis) => Some(Duration::from_millis(millis)),
+        },
+    };
+    match (replicas, timeout) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(ConfigError(
+            "SHOP_REDIS_WAIT_TIMEOUT_MS is set without SHOP_REDIS_WAIT_REPLICAS; set both, \
+             or neither for asynchronous claims"
+                .into(),
+        )),
+        (Some(replicas), timeout) => Ok(Some(Durability::replicas(
+            replicas,
+            timeout.unwrap_or(DEFAULT_TIMEOUT),
+        ))),
     }
 }
 
@@ -279,6 +358,35 @@ mod tests {
     }
 
     #[test]
+    fn variables_set_the_durability_of_redis_claims() {
+        let durability = |vars: &[(&str, &str)]| match config(&[], vars).store {
+            StoreChoice::Redis(redis) => redis.durability,
+            other => panic!("{other:?}"),
+        };
+        let cluster = (
+            "IDEM_STORE",
+            "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+        );
+        assert_eq!(durability(&[cluster]), Durability::Async);
+        assert_eq!(
+            durability(&[cluster, ("SHOP_REDIS_WAIT_REPLICAS", "0")]),
+            Durability::Async
+        );
+        assert_eq!(
+            durability(&[cluster, ("SHOP_REDIS_WAIT_REPLICAS", "1")]),
+            Durability::replicas(1, Duration::from_millis(100))
+        );
+        assert_eq!(
+            durability(&[
+                ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                ("SHOP_REDIS_WAIT_REPLICAS", " 2 "),
+                ("SHOP_REDIS_WAIT_TIMEOUT_MS", "250"),
+            ]),
+            Durability::replicas(2, Duration::from_millis(250))
+        );
+    }
+
+    #[test]
     fn variables_set_the_connection_limits() {
         let config = config(
             &[],
@@ -300,9 +408,18 @@ mod tests {
     }
 
     #[test]
+    fn a_variable_caps_the_records_ttl() {
+        assert_eq!(config(&[], &[]).max_ttl, None);
+        let config = config(&[], &[("SHOP_MAX_TTL_MS", "2000")]);
+        assert_eq!(config.max_ttl, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
     fn mistakes_are_explained() {
         for (args, vars, says) in [
             (&["--addr"][..], &[][..], "needs a value"),
+            (&[], &[("SHOP_MAX_TTL_MS", "0")], "would keep no record"),
+            (&[], &[("SHOP_MAX_TTL_MS", "1d")], "milliseconds"),
             (&["--port", "1"], &[], "unknown argument"),
             (&["--addr", "localhost"], &[], "not an address"),
             (&[], &[("SHOP_TRANSFER_DELAY_MS", "10s")], "milliseconds"),
@@ -325,6 +442,36 @@ mod tests {
                 "number of connections",
             ),
             (&[], &[("SHOP_PAYMENT_DELAY_MS", "1s")], "milliseconds"),
+            (
+                &[],
+                &[("SHOP_REDIS_WAIT_REPLICAS", "1")],
+                "IDEM_STORE=memory is not Redis",
+            ),
+            (
+                &[],
+                &[
+                    ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                    ("SHOP_REDIS_WAIT_REPLICAS", "one"),
+                ],
+                "number of replicas",
+            ),
+            (
+                &[],
+                &[
+                    ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                    ("SHOP_REDIS_WAIT_TIMEOUT_MS", "100"),
+                ],
+                "without SHOP_REDIS_WAIT_REPLICAS",
+            ),
+            (
+                &[],
+                &[
+                    ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                    ("SHOP_REDIS_WAIT_REPLICAS", "1"),
+                    ("SHOP_REDIS_WAIT_TIMEOUT_MS", "0"),
+                ],
+                "1 or more",
+            ),
             (
                 &[],
                 &[("SHOP_BANK_URL", "127.0.0.1:4000")],

@@ -51,7 +51,9 @@ fn init_logs() {
 }
 
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
-    let backend = Backend::open(&config.store).await?;
+    let backend = Backend::open(&config.store)
+        .await?
+        .with_max_ttl(config.max_ttl);
     let listener = shop::server::bind(config.addr)
         .map_err(|error| format!("cannot listen on {}: {error}", config.addr))?;
     let addr = listener.local_addr()?;
@@ -90,6 +92,12 @@ fn banner(addr: &str, backend: &Backend, config: &Config) -> String {
     }
     if config.bank_down {
         bank.push_str("\nthe bank is down: refunds fail with 502 (SHOP_BANK_DOWN=1)");
+    }
+    if let Some(max_ttl) = config.max_ttl {
+        bank.push_str(&format!(
+            "\nidempotency records are kept {} ms at most (SHOP_MAX_TTL_MS)",
+            max_ttl.as_millis()
+        ));
     }
     format!(
         "shop: listening on http://{addr}

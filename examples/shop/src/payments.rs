@@ -69,8 +69,10 @@ pub type Created<T> = (StatusCode, [(header::HeaderName, String); 1], Json<T>);
 )]
 // `scope = "user"`: Alice's key never finds Bob's payment. `ttl = "24h"`: a retry that comes
 // later than a day is a new payment, as at Stripe; both are also the defaults, written out
-// because a payment is where a reader looks for them.
-#[idempotent(ttl = "24h", scope = "user")]
+// because a payment is where a reader looks for them. `lease = "10s"`: a shop that dies
+// mid-payment blocks its key for 10 seconds rather than a minute; a payment that takes longer
+// keeps its key, since the runtime renews the lease while the handler runs.
+#[idempotent(ttl = "24h", scope = "user", lease = "10s")]
 pub async fn create_payment(
     State(shop): State<Shop>,
     user: User,

@@ -14,7 +14,7 @@ use crate::{
     replay::StoredResponse,
     runtime::Idempotency,
     scope::{Route, StoreKey},
-    store::{Claim, ClaimOutcome, LeaseToken},
+    store::{Claim, ClaimOutcome, LeaseToken, StoreError},
 };
 
 /// What becomes of a request, once the store has answered its claim.
@@ -137,9 +137,14 @@ async fn attempt(
                 "the claim failed",
                 &error,
             );
-            return Attempt::Decided(match policy.on_store_error {
-                OnStoreError::Fail => Decision::Respond(problems::claim_failed(idem, policy)),
-                OnStoreError::RunWithoutRecord => Decision::RunWithoutRecord,
+            return Attempt::Decided(match (&error, policy.on_store_error) {
+                // The store answered, and released the claim: running without a record would
+                // be the loss its durability setting is there to prevent.
+                (StoreError::NotDurable(_), _) => {
+                    Decision::Respond(problems::claim_not_durable(idem, policy))
+                }
+                (_, OnStoreError::Fail) => Decision::Respond(problems::claim_failed(idem, policy)),
+                (_, OnStoreError::RunWithoutRecord) => Decision::RunWithoutRecord,
             });
         }
     };

@@ -135,6 +135,17 @@ pub(crate) fn claim_failed(idem: &Idempotency, policy: &Policy) -> Response {
     .into_response()
 }
 
+/// 503: the store took the claim but could not make it durable (its replicas did not
+/// acknowledge it in time), and released it, so the handler did not run.
+pub(crate) fn claim_not_durable(idem: &Idempotency, policy: &Policy) -> Response {
+    store_unavailable(
+        idem,
+        policy,
+        "the idempotency store could not confirm this request's claim on its replicas, so the \
+         request was not run; retry with the same Idempotency-Key after the time in Retry-After",
+    )
+}
+
 /// 503 with a detail of the caller's.
 pub(crate) fn store_unavailable(
     idem: &Idempotency,

@@ -254,7 +254,9 @@ pub struct IdempotencyBuilder {
 }
 
 impl IdempotencyBuilder {
-    fn from_arc(store: Arc<dyn Store>) -> Self {
+    /// A builder for a runtime on a store already shared as `Arc<dyn Store>`
+    /// ([`Idempotency::builder`] takes the store itself).
+    pub fn from_arc(store: Arc<dyn Store>) -> Self {
         Self {
             store,
             resolver: Box::new(PrincipalExtension),

@@ -61,6 +61,11 @@
 //!    does not decode, a record format version this build does not know, another type at its
 //!    key) is answered [`StoreError::Corrupt`], every time: never a panic, never a guess, and
 //!    the store does not overwrite it.
+//! 10. **No claim a failover could lose.** A store that promises its claims more durability
+//!     than its primary's memory (replicas, a synced log) answers `Claimed` only once the claim
+//!     has it. A claim that falls short is released by the store and answered
+//!     [`StoreError::NotDurable`], so the handler never runs on a claim that a failover could
+//!     take back and hand to a retry.
 //!
 //! A store keeps time on its own clock (the memory store on tokio's, Redis and PostgreSQL on
 //! the server's), so leases and TTLs are consistent across every process that shares it.
@@ -204,6 +209,14 @@ pub enum StoreError {
     /// The store does not offer this operation.
     #[error("this store does not support {0}")]
     Unsupported(&'static str),
+    /// A claim reached the store but not the durability the store was configured for (the
+    /// replicas that must acknowledge it, a synced append-only file) in time, so a failover or
+    /// a crash could lose it (rule 10). The store released it: the outcome is known, the key
+    /// is free, and the operation must not run on this claim. The runtime answers 503 with
+    /// `Retry-After`, whatever the route's `on_store_error` says: the store is there, and
+    /// running without a record would be the very loss the durability setting guards against.
+    #[error("the claim did not reach its durability target, and was released")]
+    NotDurable(#[source] BoxError),
 }
 
 impl StoreError {

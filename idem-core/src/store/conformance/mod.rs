@@ -53,6 +53,7 @@ const SHORT: Duration = Duration::from_millis(300);
 const PAST_SHORT: Duration = Duration::from_millis(500);
 
 /// Writes one test per conformance rule; see the [module docs](crate::store::conformance).
+/// Its list of rules is [`every_rule`]'s: a rule added to one is added to the other.
 #[macro_export]
 macro_rules! store_conformance_tests {
     ($make_store:expr $(, #[$attribute:meta])* $(,)?) => {
@@ -99,6 +100,34 @@ macro_rules! store_conformance_tests {
             }
         }
     };
+}
+
+/// Every rule of the suite, one after another, on one store: for a store whose every
+/// instance is expensive to set up (a Redis Cluster of a test's own), where the
+/// [macro](crate::store_conformance_tests)'s one test per rule would need one each. The same
+/// rules as the macro, in the same order.
+pub async fn every_rule(store: StoreUnderTest) {
+    an_absent_key_is_claimed(store.clone()).await;
+    a_claimed_key_is_in_flight_for_the_same_request(store.clone()).await;
+    a_claimed_key_refuses_another_fingerprint(store.clone()).await;
+    a_completed_key_replays_the_exact_response(store.clone()).await;
+    a_completed_key_refuses_another_fingerprint(store.clone()).await;
+    a_response_too_large_to_keep_is_completed_without_body(store.clone()).await;
+    a_large_body_round_trips(store.clone()).await;
+    only_the_holder_completes(store.clone()).await;
+    a_repeated_completion_by_the_holder_changes_nothing(store.clone()).await;
+    release_frees_the_key_for_any_request(store.clone()).await;
+    only_the_holder_releases(store.clone()).await;
+    only_the_holder_renews(store.clone()).await;
+    renewal_keeps_the_lease_alive(store.clone()).await;
+    a_lapsed_lease_is_taken_over_and_the_old_holder_fenced(store.clone()).await;
+    a_lapsed_lease_nobody_took_over_still_completes(store.clone()).await;
+    a_lapsed_lease_still_refuses_another_fingerprint(store.clone()).await;
+    a_completed_record_expires_after_its_ttl(store.clone()).await;
+    an_abandoned_claim_expires(store.clone()).await;
+    keys_are_independent(store.clone()).await;
+    concurrent_claims_grant_the_key_once(store.clone()).await;
+    an_unreadable_record_is_a_store_error(store).await;
 }
 
 /// How a rule's test asks the [`corrupt`](StoreUnderTest::corrupt) hook to damage a record.

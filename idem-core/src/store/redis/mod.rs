@@ -9,10 +9,28 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`RedisStore::connect`] opens a [`ConnectionManager`], which reconnects in the
-//! background. Any other connection of the [`redis`] crate works too, through
-//! [`RedisStore::builder`]: a [`MultiplexedConnection`](::redis::aio::MultiplexedConnection),
-//! or a [`ClusterConnection`](::redis::cluster_async::ClusterConnection) for Redis Cluster.
+//! # Deployments
+//!
+//! [`RedisStoreBuilder`] connects to each deployment of Redis:
+//!
+//! - one server: [`connect`](RedisStoreBuilder::connect), through a [`ConnectionManager`]
+//!   that reconnects in the background;
+//! - Redis Cluster: [`connect_cluster`](RedisStoreBuilder::connect_cluster), through a
+//!   [`ClusterConnection`](::redis::cluster_async::ClusterConnection) that follows slot
+//!   migrations and failovers;
+//! - a primary with replicas behind Sentinel:
+//!   [`connect_sentinel`](RedisStoreBuilder::connect_sentinel), through a
+//!   [`SentinelConnection`] that follows a promotion;
+//! - any other connection of the [`redis`] crate: [`build`](RedisStoreBuilder::build).
+//!
+//! # Durability
+//!
+//! Redis acknowledges a write once its primary holds it in memory. A failover to a replica
+//! that had not received a claim yet forgets the claim, and a retry then runs the operation
+//! again. With [`Durability::Replicas`] the store waits (`WAIT`) until replicas have each
+//! claim before the handler runs, and a claim that does not get there in time is released
+//! and answered [`StoreError::NotDurable`] (503). See [`Durability`], and `docs/redis.md` for
+//! what each deployment and setting survives.
 //!
 //! # Round trips
 //!
@@ -21,7 +39,10 @@
 //! are a completion, a renewal and a release. The scripts run atomically on the server,
 //! which is what makes a claim atomic across instances. After a Redis restart or a
 //! `SCRIPT FLUSH`, the first call of each script is answered `NOSCRIPT` and sent again as
-//! `EVAL` with the script's source, which caches it (two round trips, once).
+//! `EVAL` with the script's source, which caches it (two round trips, once). With a
+//! [`Durability`] that waits, a claim that claimed the key is confirmed on a connection of the
+//! store's own (the script again, and `WAIT`, in one pipeline: a second round trip, plus the
+//! replicas' acknowledgement), and a completion sends its wait in the same pipeline.
 //!
 //! # Record layout
 //!
@@ -40,8 +61,8 @@
 //! The key's expiry is the record's lifetime: `max(ttl, lease)` from the claim while in
 //! flight, at least `lease` from each renewal, `ttl` from the completion. Leases and
 //! expiries use the Redis server's clock (`TIME`), so every instance agrees on them
-//! whatever their own clocks say. The braces are a hash tag: every key a record may need
-//! stays in one Redis Cluster slot.
+//! whatever their own clocks say. The braces are a hash tag: everything one record needs
+//! (its one key, and the token that fences its holders) lives in one Redis Cluster slot.
 //!
 //! A record this build cannot read (another type at the key, a missing field, a format
 //! version it does not know, a response that does not decode) is answered
@@ -53,8 +74,8 @@
 //! error to the runtime ([`StoreError::Backend`], [`StoreError::Timeout`]): the outcome is
 //! unknown, never guessed. The request then fails closed (503 Problem Details with
 //! `Retry-After`) or runs without idempotency, as its policy's
-//! [`OnStoreError`](crate::policy::OnStoreError) says. A `ConnectionManager` reconnects in the
-//! background, so the service recovers by itself once Redis is back.
+//! [`OnStoreError`](crate::policy::OnStoreError) says. Every connection the store opens reconnects
+//! by itself, so the service recovers once Redis is back.
 //!
 //! # What Redis must be configured for
 //!
@@ -64,100 +85,37 @@
 //!   survive a restart of Redis. Without it every key is new after a restart, so retries of
 //!   operations completed before the restart run again.
 //! - With replication, a failover to a replica can lose the latest claims and completions
-//!   (replication is asynchronous): their retries may run again.
+//!   (replication is asynchronous) unless the [`Durability`] waits for the replicas.
 //!
 //! See `docs/redis.md` in the repository for more, and for performance figures.
 
-use std::{fmt, sync::Arc, sync::LazyLock, time::Duration};
+mod builder;
+mod durability;
+mod durable;
+mod lanes;
+mod script;
+mod sentinel;
+
+use std::{fmt, sync::Arc, time::Duration};
 
 use ::redis::{
-    Cmd, ErrorKind, IntoConnectionInfo, RedisError, Script, ServerErrorKind, ToRedisArgs, Value,
-    aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
+    ErrorKind, IntoConnectionInfo, RedisError, ServerErrorKind, Value,
+    aio::{ConnectionLike, ConnectionManager},
 };
 use async_trait::async_trait;
 
-use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
-use crate::{
-    fingerprint::Fingerprint,
-    replay::{DecodeError, StoredResponse},
-    scope::StoreKey,
+pub use self::{
+    builder::{InvalidPrefix, RedisStoreBuilder},
+    durability::Durability,
+    sentinel::SentinelConnection,
 };
-
-/// One of the store's Lua scripts: its source, and the SHA-1 that `EVALSHA` names it by.
-struct LuaScript {
-    source: &'static str,
-    sha: String,
-}
-
-impl LuaScript {
-    fn new(source: &'static str) -> Self {
-        Self {
-            source,
-            sha: Script::new(source).get_hash().to_owned(),
-        }
-    }
-
-    /// A call of this script on one record.
-    fn call(&self, key: String) -> ScriptCall<'_> {
-        ScriptCall {
-            script: self,
-            key,
-            args: Vec::new(),
-        }
-    }
-}
-
-/// A script call: the script, its one key and its arguments.
-struct ScriptCall<'a> {
-    script: &'a LuaScript,
-    key: String,
-    args: Vec<Vec<u8>>,
-}
-
-impl ScriptCall<'_> {
-    fn arg(mut self, arg: impl ToRedisArgs) -> Self {
-        arg.write_redis_args(&mut self.args);
-        self
-    }
-
-    /// `EVALSHA sha 1 key args..`, or with `EVAL` the script's source instead of its SHA.
-    fn command(&self, eval: bool) -> Cmd {
-        let mut command = if eval {
-            let mut command = ::redis::cmd("EVAL");
-            command.arg(self.script.source);
-            command
-        } else {
-            let mut command = ::redis::cmd("EVALSHA");
-            command.arg(&self.script.sha);
-            command
-        };
-        command.arg(1).arg(&self.key).arg(&*self.args);
-        command
-    }
-}
-
-struct Scripts {
-    claim: LuaScript,
-    complete: LuaScript,
-    renew: LuaScript,
-    release: LuaScript,
-}
-
-macro_rules! script {
-    ($file:literal) => {
-        LuaScript::new(concat!(
-            include_str!("scripts/prelude.lua"),
-            include_str!(concat!("scripts/", $file))
-        ))
-    };
-}
-
-static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    claim: script!("claim.lua"),
-    complete: script!("complete.lua"),
-    renew: script!("renew.lua"),
-    release: script!("release.lua"),
-});
+use self::{
+    durable::Durable,
+    lanes::{Lanes, SharedLane},
+    script::{RecordError, Reply, SCRIPTS, ScriptCall},
+};
+use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
+use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 
 /// Durations reach Redis as whole milliseconds, rounded up (a lease never ends early) and
 /// capped far beyond any sensible TTL so that server-side arithmetic stays exact.
@@ -171,13 +129,13 @@ fn token_hex(token: LeaseToken) -> String {
 }
 
 /// A store on Redis (7.0 or later), shared by every instance of a service that uses the same
-/// Redis. See the [module docs](self) for the record layout, round trips and the Redis
-/// configuration it needs.
+/// Redis. See the [module docs](self) for the deployments, the durability of claims, the
+/// record layout, round trips and the Redis configuration it needs.
 ///
 /// `C` is the connection: a [`ConnectionManager`] (what [`connect`](Self::connect) opens),
-/// a [`MultiplexedConnection`](::redis::aio::MultiplexedConnection), a
-/// [`ClusterConnection`](::redis::cluster_async::ClusterConnection), or any other
-/// [`ConnectionLike`] that is cheap to clone.
+/// a [`ClusterConnection`](::redis::cluster_async::ClusterConnection), a
+/// [`SentinelConnection`], a [`MultiplexedConnection`](::redis::aio::MultiplexedConnection),
+/// or any other [`ConnectionLike`] that is cheap to clone.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -200,6 +158,8 @@ pub struct RedisStore<C = ConnectionManager> {
     connection: C,
     prefix: Arc<str>,
     command_timeout: Duration,
+    /// `None` when writes are asynchronous.
+    durable: Option<Arc<Durable>>,
 }
 
 impl RedisStore<ConnectionManager> {
@@ -221,7 +181,7 @@ impl RedisStore<ConnectionManager> {
         Self::builder().connect(url).await
     }
 
-    /// A builder for the key prefix and the timeouts.
+    /// A builder for the key prefix, the timeouts, the durability and the deployment.
     ///
     /// ```
     /// use std::time::Duration;
@@ -234,11 +194,7 @@ impl RedisStore<ConnectionManager> {
     /// # drop(builder);
     /// ```
     pub fn builder() -> RedisStoreBuilder {
-        RedisStoreBuilder {
-            prefix: RedisStoreBuilder::DEFAULT_PREFIX.into(),
-            command_timeout: RedisStoreBuilder::DEFAULT_COMMAND_TIMEOUT,
-            connection_timeout: RedisStoreBuilder::DEFAULT_CONNECTION_TIMEOUT,
-        }
+        RedisStoreBuilder::default()
     }
 }
 
@@ -272,7 +228,8 @@ impl<C> RedisStore<C> {
         &self.prefix
     }
 
-    /// The time one store call may take before it answers [`StoreError::Timeout`].
+    /// The time one store call may take before it answers [`StoreError::Timeout`] (a durable
+    /// write: this plus its [`Durability`]'s timeout).
     ///
     /// ```
     /// use idem_core::{RedisStore, store::redis::RedisStoreBuilder};
@@ -282,6 +239,19 @@ impl<C> RedisStore<C> {
     /// ```
     pub fn command_timeout(&self) -> Duration {
         self.command_timeout
+    }
+
+    /// How far a claim must have travelled before the store answers it.
+    ///
+    /// ```
+    /// use idem_core::{RedisStore, store::redis::Durability};
+    ///
+    /// assert_eq!(RedisStore::new(()).durability(), Durability::Async);
+    /// ```
+    pub fn durability(&self) -> Durability {
+        self.durable
+            .as_ref()
+            .map_or(Durability::Async, |durable| durable.durability)
     }
 
     /// The connection the store uses, to send commands of your own on it.
@@ -318,231 +288,8 @@ impl<C> fmt::Debug for RedisStore<C> {
         f.debug_struct("RedisStore")
             .field("prefix", &self.prefix)
             .field("command_timeout", &self.command_timeout)
+            .field("durability", &self.durability())
             .finish_non_exhaustive()
-    }
-}
-
-/// Configures a [`RedisStore`]: its key prefix and timeouts. Made by
-/// [`RedisStore::builder`].
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use idem_core::{Idempotency, RedisStore};
-///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let store = RedisStore::builder()
-///     .prefix("payments:idem:")?
-///     .command_timeout(Duration::from_millis(500))
-///     .connection_timeout(Duration::from_secs(1))
-///     .connect("redis://127.0.0.1:6379")
-///     .await?;
-/// let idem = Idempotency::builder(store).store_timeout(Duration::from_secs(1)).build();
-/// # drop(idem);
-/// # Ok(()) }
-/// ```
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct RedisStoreBuilder {
-    prefix: String,
-    command_timeout: Duration,
-    connection_timeout: Duration,
-}
-
-/// A key prefix that [`RedisStoreBuilder::prefix`] refuses.
-///
-/// ```
-/// use idem_core::{RedisStore, store::redis::InvalidPrefix};
-///
-/// let refused = RedisStore::builder().prefix("{tenant}:").unwrap_err();
-/// assert_eq!(refused, InvalidPrefix("{tenant}:".into()));
-/// ```
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the key prefix {0:?} contains a brace: Redis Cluster would read it as a hash tag and put \
-     every record in one slot"
-)]
-pub struct InvalidPrefix(pub String);
-
-impl RedisStoreBuilder {
-    /// The default key prefix: `idem:`.
-    pub const DEFAULT_PREFIX: &'static str = "idem:";
-    /// The default time one store call may take: 2 seconds.
-    pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
-    /// The default time one connection attempt of [`connect`](Self::connect) may take:
-    /// 2 seconds.
-    pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
-
-    /// The prefix of every key the store writes (`idem:` by default), to keep the records
-    /// of several services or environments apart in one Redis. It may not contain `{` or
-    /// `}`, which would change the keys' hash tag.
-    ///
-    /// ```
-    /// use idem_core::RedisStore;
-    ///
-    /// assert!(RedisStore::builder().prefix("shop:idem:").is_ok());
-    /// assert!(RedisStore::builder().prefix("shop:{idem}:").is_err());
-    /// ```
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Result<Self, InvalidPrefix> {
-        let prefix = prefix.into();
-        if prefix.contains(['{', '}']) {
-            return Err(InvalidPrefix(prefix));
-        }
-        self.prefix = prefix;
-        Ok(self)
-    }
-
-    /// The most time one store call may take (2 seconds by default); past it the call
-    /// answers [`StoreError::Timeout`], whose outcome is unknown. Keep it below the
-    /// runtime's [`store_timeout`](crate::runtime::IdempotencyBuilder::store_timeout) (5 seconds by
-    /// default), which is only a backstop.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use idem_core::RedisStore;
-    ///
-    /// let store = RedisStore::builder().command_timeout(Duration::from_millis(300)).build(());
-    /// assert_eq!(store.command_timeout(), Duration::from_millis(300));
-    /// ```
-    pub fn command_timeout(mut self, timeout: Duration) -> Self {
-        self.command_timeout = timeout;
-        self
-    }
-
-    /// The most time one connection attempt of [`connect`](Self::connect) may take,
-    /// including each reconnection in the background (2 seconds by default). Unused by
-    /// [`build`](Self::build), whose connection is already configured.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use idem_core::RedisStore;
-    ///
-    /// let builder = RedisStore::builder().connection_timeout(Duration::from_secs(1));
-    /// # drop(builder);
-    /// ```
-    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
-        self.connection_timeout = timeout;
-        self
-    }
-
-    /// The store on a connection of your own.
-    ///
-    /// ```no_run
-    /// use idem_core::RedisStore;
-    ///
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// let client = redis::cluster::ClusterClient::new(vec!["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"])?;
-    /// let store = RedisStore::builder().build(client.get_async_connection().await?);
-    /// # drop(store);
-    /// # Ok(()) }
-    /// ```
-    pub fn build<C>(self, connection: C) -> RedisStore<C> {
-        RedisStore {
-            connection,
-            prefix: self.prefix.into(),
-            command_timeout: self.command_timeout,
-        }
-    }
-
-    /// Connects to the Redis at `url` through a [`ConnectionManager`] whose connection
-    /// attempts time out after the [connection timeout](Self::connection_timeout) and whose
-    /// commands time out after the [command timeout](Self::command_timeout). It reconnects
-    /// in the background, at most a second apart, while Redis is away.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use idem_core::RedisStore;
-    ///
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// let store = RedisStore::builder()
-    ///     .command_timeout(Duration::from_millis(500))
-    ///     .connect("redis://127.0.0.1:6379")
-    ///     .await?;
-    /// # drop(store);
-    /// # Ok(()) }
-    /// ```
-    pub async fn connect(
-        self,
-        url: impl IntoConnectionInfo,
-    ) -> Result<RedisStore<ConnectionManager>, RedisError> {
-        let client = ::redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connection_timeout))
-            .set_response_timeout(Some(self.command_timeout))
-            .set_max_delay(Duration::from_secs(1))
-            .set_number_of_retries(3);
-        let connection = ConnectionManager::new_with_config(client, config).await?;
-        Ok(self.build(connection))
-    }
-}
-
-/// Why a record could not be read back.
-#[derive(Debug, thiserror::Error)]
-enum RecordError {
-    #[error("the record has format version {0:?}, which this build does not know")]
-    UnknownVersion(String),
-    #[error("malformed record: {0}")]
-    Malformed(String),
-    #[error("the stored response does not decode")]
-    Response(#[source] DecodeError),
-}
-
-/// A script's answer that is not one it can give: the server runs other scripts than ours.
-#[derive(Debug, thiserror::Error)]
-#[error("unexpected reply from a store script: {0}")]
-struct UnexpectedReply(String);
-
-/// A script's answer: the outcome's name, and its payload if it has one.
-struct Reply {
-    outcome: Vec<u8>,
-    payload: Option<Vec<u8>>,
-}
-
-impl Reply {
-    fn parse(value: Value) -> Result<Self, StoreError> {
-        let unexpected = |value: &Value| StoreError::backend(UnexpectedReply(format!("{value:?}")));
-        let Value::Array(items) = value else {
-            return Err(unexpected(&value));
-        };
-        if !(1..=2).contains(&items.len()) {
-            return Err(unexpected(&Value::Array(items)));
-        }
-        let mut fields = Vec::with_capacity(2);
-        for item in items {
-            match item {
-                Value::BulkString(bytes) => fields.push(bytes),
-                Value::SimpleString(text) => fields.push(text.into_bytes()),
-                other => return Err(unexpected(&other)),
-            }
-        }
-        let mut fields = fields.into_iter();
-        let outcome = fields.next().expect("one or two fields");
-        Ok(Self {
-            outcome,
-            payload: fields.next(),
-        })
-    }
-
-    /// The error for the outcomes every script may answer besides its own.
-    fn into_error(self) -> StoreError {
-        let payload = String::from_utf8_lossy(self.payload.as_deref().unwrap_or_default());
-        match &self.outcome[..] {
-            b"lost" => StoreError::LeaseLost,
-            b"version" => StoreError::corrupt(RecordError::UnknownVersion(payload.into())),
-            b"corrupt" => StoreError::corrupt(RecordError::Malformed(payload.into())),
-            outcome => StoreError::backend(UnexpectedReply(
-                String::from_utf8_lossy(outcome).into_owned(),
-            )),
-        }
-    }
-
-    /// The answer of a fenced write: `ok`, or the reason it was refused.
-    fn into_write_result(self) -> Result<(), StoreError> {
-        match &self.outcome[..] {
-            b"ok" => Ok(()),
-            _ => Err(self.into_error()),
-        }
     }
 }
 
@@ -557,7 +304,7 @@ where
     /// also caches it. Both are one command each, sent from this future only: if the caller
     /// stops waiting, nothing more is sent, so a call cannot land after a later one (a
     /// release, say) on the same connection.
-    async fn run(&self, call: ScriptCall<'_>) -> Result<Reply, StoreError> {
+    async fn run(&self, call: &ScriptCall<'_>) -> Result<Reply, StoreError> {
         let mut connection = self.connection.clone();
         let attempt = async {
             match call
@@ -579,6 +326,21 @@ where
             Err(_) => Err(StoreError::Timeout(self.command_timeout)),
         }
     }
+
+    /// The lanes of durable writes: opened by the store's connector, or else the store's own
+    /// connection.
+    fn lanes<'a>(&self, durable: &'a Durable) -> &'a Arc<Lanes> {
+        durable
+            .lanes
+            .get_or_init(|| Lanes::new(SharedLane(self.connection.clone()), durable.lanes_wanted))
+    }
+
+    fn release_call(&self, key: &StoreKey, token: LeaseToken) -> ScriptCall<'static> {
+        SCRIPTS
+            .release
+            .call(self.redis_key(key))
+            .arg(token_hex(token))
+    }
 }
 
 #[async_trait]
@@ -594,7 +356,16 @@ where
             .arg(token_hex(claim.token))
             .arg(millis(claim.lease))
             .arg(millis(claim.in_flight_lifetime()));
-        let reply = self.run(call).await?;
+        let mut reply = self.run(&call).await?;
+        if let Some(durable) = &self.durable
+            && reply.wrote()
+        {
+            let release = self.release_call(claim.key, claim.token);
+            let lanes = self.lanes(durable);
+            reply = durable
+                .confirm_claim(lanes, &call, release, self.command_timeout, claim.lease)
+                .await?;
+        }
         match (&reply.outcome[..], &reply.payload) {
             (b"claimed", None) => Ok(ClaimOutcome::Claimed),
             (b"in_flight", None) => Ok(ClaimOutcome::InFlight),
@@ -628,17 +399,27 @@ where
             .arg(token_hex(token))
             .arg(encoded)
             .arg(millis(ttl));
-        self.run(call).await?.into_write_result()
+        let reply = match &self.durable {
+            None => self.run(&call).await?,
+            Some(durable) => {
+                let lanes = self.lanes(durable);
+                durable.complete(lanes, call, self.command_timeout).await?
+            }
+        };
+        reply.into_write_result()
     }
 
+    /// Releases are never waited for: a release that a failover loses leaves the key in
+    /// flight until its lease lapses, which delays a retry and runs nothing twice.
     async fn release(&self, key: &StoreKey, token: LeaseToken) -> Result<(), StoreError> {
-        let call = SCRIPTS
-            .release
-            .call(self.redis_key(key))
-            .arg(token_hex(token));
-        self.run(call).await?.into_write_result()
+        self.run(&self.release_call(key, token))
+            .await?
+            .into_write_result()
     }
 
+    /// Renewals are never waited for: a renewal that a failover loses leaves the lease the
+    /// claim (or the last renewal that reached the replicas) set, and the next renewal, a
+    /// third of a lease later, extends it again.
     async fn renew(
         &self,
         key: &StoreKey,
@@ -650,7 +431,7 @@ where
             .call(self.redis_key(key))
             .arg(token_hex(token))
             .arg(millis(lease));
-        self.run(call).await?.into_write_result()
+        self.run(&call).await?.into_write_result()
     }
 }
 
@@ -673,38 +454,5 @@ mod tests {
             token_hex(LeaseToken::from_u128(0xab)),
             format!("{}ab", "0".repeat(30))
         );
-    }
-
-    #[test]
-    fn replies_parse_and_map_to_errors() {
-        let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
-        let lost = Reply::parse(Value::Array(vec![bulk("lost")])).unwrap();
-        assert!(matches!(
-            lost.into_write_result(),
-            Err(StoreError::LeaseLost)
-        ));
-        let version = Reply::parse(Value::Array(vec![bulk("version"), bulk("2")])).unwrap();
-        assert!(matches!(version.into_error(), StoreError::Corrupt(_)));
-        assert!(matches!(
-            Reply::parse(Value::Int(1)),
-            Err(StoreError::Backend(_))
-        ));
-        assert!(matches!(
-            Reply::parse(Value::Array(vec![])),
-            Err(StoreError::Backend(_))
-        ));
-    }
-
-    #[test]
-    fn every_script_compiles_to_its_own_sha() {
-        let shas = [
-            &SCRIPTS.claim.sha,
-            &SCRIPTS.complete.sha,
-            &SCRIPTS.renew.sha,
-            &SCRIPTS.release.sha,
-        ];
-        for (i, sha) in shas.iter().enumerate() {
-            assert!(!shas[i + 1..].contains(sha));
-        }
     }
 }

@@ -20,10 +20,14 @@ if record then
     end
     return {'completed', response}
   end
-  if record.lease_until > now then
+  if record.lease_until > now and record.token ~= token then
     return {'in_flight'}
   end
-  -- The holder's lease lapsed: take over below, fencing it out with the new token.
+  -- The holder's lease lapsed: take over below, fencing it out with the new token. Or this is
+  -- this very claim sent again, because its first answer was lost on the way (a cluster
+  -- connection retries a command whose node went away): the token is drawn afresh for every
+  -- claim, so no other request holds it. It is written again, so that a WAIT after it covers
+  -- the record.
 end
 
 redis.call('HSET', key, 'v', VERSION, 'state', 'in_flight', 'fp', fp, 'token', token,

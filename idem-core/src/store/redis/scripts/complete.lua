@@ -12,6 +12,10 @@ if not record or record.token ~= token then
   return {'lost'}
 end
 if record.state == 'done' then
+  -- Written again, unchanged: a WAIT sent after this call then waits until the replicas
+  -- have the whole record (replication is one ordered stream), which a completion sent again
+  -- because it fell short of its replicas needs to know.
+  redis.call('HSET', key, 'state', 'done')
   return {'ok'}
 end
 redis.call('HSET', key, 'state', 'done', 'response', ARGV[2])
