@@ -130,6 +130,7 @@ pub mod extract;
 pub mod fingerprint;
 mod flow;
 pub mod layer;
+pub mod message;
 mod observe;
 pub mod policy;
 pub mod problem;
