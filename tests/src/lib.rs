@@ -6,6 +6,8 @@
 
 pub mod gate;
 pub mod inprocess;
+pub mod message_fixture;
+pub mod nats_fixture;
 pub mod postgres_fixture;
 pub mod postgres_server;
 pub mod redis_fixture;

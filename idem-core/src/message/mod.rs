@@ -6,6 +6,7 @@ mod door;
 mod error;
 mod handler;
 mod key;
+mod route;
 mod runner;
 mod source;
 mod verdict;
@@ -14,10 +15,15 @@ mod verdict;
 #[cfg_attr(docsrs, doc(cfg(feature = "nats")))]
 pub mod nats;
 
+#[cfg(feature = "amqp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "amqp")))]
+pub mod amqp;
+
 pub use self::{
     error::MessageError,
     handler::{MessageHandler, MessageService},
     key::{MessageKey, MessageKeyError},
+    route::path_segment,
     runner::{Runner, RunnerError, RunnerStats},
     source::{BrokerError, Delivery, MessageSource, Requirements},
 };

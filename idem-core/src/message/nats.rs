@@ -34,7 +34,7 @@
 //! `max_deliver`, the defaults) is logged as a warning: a message unacknowledged for longer
 //! than the TTL (a consumer down that long) would run again.
 
-use std::{fmt::Write as _, time::Duration};
+use std::time::Duration;
 
 use async_nats::jetstream::{
     self, AckKind,
@@ -45,6 +45,7 @@ use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{
+    route::path_segment,
     runner::RunnerError,
     source::{BrokerError, Delivery, MessageSource, Requirements},
 };
@@ -257,19 +258,6 @@ impl Delivery for JetStreamDelivery {
     }
 }
 
-/// `name` as one path segment: unreserved characters as they are, the rest percent-encoded.
-pub(super) fn path_segment(name: &str) -> String {
-    let mut segment = String::with_capacity(name.len());
-    for byte in name.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            segment.push(char::from(byte));
-        } else {
-            let _ = write!(segment, "%{byte:02X}");
-        }
-    }
-    segment
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,11 +278,5 @@ mod tests {
             JetStream::horizon(2 * second, &[second], 5),
             Some(2 * second)
         );
-    }
-
-    #[test]
-    fn names_become_path_segments() {
-        assert_eq!(path_segment("SHOP"), "SHOP");
-        assert_eq!(path_segment("a b/c"), "a%20b%2Fc");
     }
 }
