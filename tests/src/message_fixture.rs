@@ -129,7 +129,6 @@ pub async fn by_amqp_message_id(
 }
 
 /// Waits until `check` holds of the runner's counters, for at most `within`.
-#[track_caller]
 pub async fn stats_reach(
     stats: &RunnerStats,
     within: Duration,

@@ -136,7 +136,6 @@ impl TestStream {
     }
 
     /// Waits until every message was delivered and settled (acknowledged or ended).
-    #[track_caller]
     pub async fn drained(&self, within: Duration) {
         let drained = eventually(within, async || {
             let (pending, ack_pending, _) = self.pending().await;

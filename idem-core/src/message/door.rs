@@ -258,12 +258,13 @@ impl Door {
     }
 
     /// A delivery the broker could not hand out: logged, and the runner pauses a moment.
-    pub(super) async fn broker_failed(&self, error: &(dyn std::error::Error + 'static)) {
+    pub(super) async fn broker_failed(&self, error: super::source::BrokerError) {
         tracing::warn!(
             route = &*self.route,
-            error,
+            error = %crate::observe::Chain(&*error),
             "message: the broker failed to deliver; trying again"
         );
+        drop(error);
         tokio::time::sleep(self.settings.first_backoff).await;
     }
 }

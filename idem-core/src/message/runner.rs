@@ -193,7 +193,7 @@ impl Runner {
                         drop(permit);
                     });
                 }
-                Some(Err(error)) => door.broker_failed(&*error).await,
+                Some(Err(error)) => door.broker_failed(error).await,
             }
         }
         running.close();
