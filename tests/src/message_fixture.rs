@@ -205,3 +205,84 @@ impl Drop for Running {
         self.task.abort();
     }
 }
+
+/// The state of [`write_row`]: the table its rows go to.
+#[derive(Clone, Debug)]
+pub struct Rows(pub std::sync::Arc<str>);
+
+/// Writes one row per event into the table of its state, in the message's own PostgreSQL
+/// transaction: the row and the key's completion commit together. Keyed on the event's `id`.
+#[idempotent(key = json("/id"), lease = "2s", ttl = "1h")]
+pub async fn write_row(
+    State(Rows(table)): State<Rows>,
+    mut tx: idem_core::extract::Tx,
+    Json(event): Json<Event>,
+) -> Result<(), MessageError> {
+    let insert = format!("INSERT INTO {table} (id) VALUES ($1)");
+    sqlx::query(sqlx::AssertSqlSafe(insert))
+        .bind(&event.id)
+        .execute(tx.conn().await?)
+        .await?;
+    Ok(())
+}
+
+/// A source whose deliveries are never acknowledged: at the ack, each says so on stdout
+/// (`holding the ack of <id>`) and waits forever. For a consumer that the test kills between
+/// its commit and its ack.
+#[derive(Debug)]
+pub struct HoldAcks<S>(pub S);
+
+/// A delivery of [`HoldAcks`].
+#[derive(Debug)]
+pub struct Held<D>(D);
+
+impl<S: idem_core::message::MessageSource> idem_core::message::MessageSource for HoldAcks<S> {
+    type Delivery = Held<S::Delivery>;
+
+    fn route(&self) -> String {
+        self.0.route()
+    }
+
+    async fn check(
+        &mut self,
+        needs: idem_core::message::Requirements,
+    ) -> Result<(), idem_core::message::RunnerError> {
+        self.0.check(needs).await
+    }
+
+    async fn next(&mut self) -> Option<Result<Held<S::Delivery>, idem_core::message::BrokerError>> {
+        Some(self.0.next().await?.map(Held))
+    }
+}
+
+impl<D: idem_core::message::Delivery> idem_core::message::Delivery for Held<D> {
+    fn headers(&self) -> http::HeaderMap {
+        self.0.headers()
+    }
+
+    fn payload(&self) -> bytes::Bytes {
+        self.0.payload()
+    }
+
+    fn attempt(&self) -> u64 {
+        self.0.attempt()
+    }
+
+    async fn ack(self) -> Result<(), idem_core::message::BrokerError> {
+        let event: Value = serde_json::from_slice(&self.0.payload()).unwrap_or_default();
+        println!("holding the ack of {}", event["id"].as_str().unwrap_or("?"));
+        std::future::pending().await
+    }
+
+    async fn redeliver(self, delay: Duration) -> Result<(), idem_core::message::BrokerError> {
+        self.0.redeliver(delay).await
+    }
+
+    async fn end(self, reason: &str) -> Result<(), idem_core::message::BrokerError> {
+        self.0.end(reason).await
+    }
+
+    async fn in_progress(&self) -> Result<(), idem_core::message::BrokerError> {
+        self.0.in_progress().await
+    }
+}

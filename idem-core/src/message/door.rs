@@ -125,6 +125,7 @@ impl Door {
     /// The flow's verdict on the message. A result that waits in this process for the store
     /// is not acknowledged: the door waits for the store to take it, and asks again.
     async fn decide<D: Delivery>(&self, delivery: &D, message: &Message) -> Verdict {
+        let mut waited = false;
         loop {
             let ran = Arc::new(AtomicBool::new(false));
             let answer = self.service.start(
@@ -135,8 +136,13 @@ impl Door {
             let response = self.in_progress(delivery, answer).await;
             let pending = || self.awaits_store(message);
             let verdict = Verdict::of(response, ran.load(Ordering::SeqCst), pending).await;
-            if verdict != Verdict::AwaitStore {
-                return verdict;
+            match verdict {
+                // The result this delivery's handler produced, now in the store.
+                Verdict::Ack { duplicate: true } if waited => {
+                    return Verdict::Ack { duplicate: false };
+                }
+                Verdict::AwaitStore => waited = true,
+                verdict => return verdict,
             }
             let stored = async {
                 while self.awaits_store(message) {
