@@ -83,6 +83,8 @@ impl Effects {
             "fail" => return Err(MessageError::retry("the test says this fails for now")),
             "terminal" => return Err(MessageError::terminal("the test says this never works")),
             "panic" => panic!("the test says this panics"),
+            // A handler with some work to do, so that deliveries overlap.
+            "slow" => tokio::time::sleep(Duration::from_millis(200)).await,
             _ => {}
         }
         *self
@@ -226,63 +228,102 @@ pub async fn write_row(
     Ok(())
 }
 
-/// A source whose deliveries are never acknowledged: at the ack, each says so on stdout
-/// (`holding the ack of <id>`) and waits forever. For a consumer that the test kills between
+/// A source that notes which delivery of its message each delivery is, and, if asked,
+/// never acknowledges: at the ack, each says so on stdout (`holding the ack of <id>`) and
+/// waits forever, for a consumer that the test kills (or whose channel it closes) between
 /// its commit and its ack.
 #[derive(Debug)]
-pub struct HoldAcks<S>(pub S);
+pub struct Watched<S> {
+    source: S,
+    hold_acks: bool,
+    /// The attempt of each delivery, in order.
+    pub attempts: Arc<Mutex<Vec<u64>>>,
+}
 
-/// A delivery of [`HoldAcks`].
+impl<S> Watched<S> {
+    /// `source`, its acks sent.
+    pub fn new(source: S) -> Self {
+        Self {
+            source,
+            hold_acks: false,
+            attempts: Arc::default(),
+        }
+    }
+
+    /// `source`, its acks held forever.
+    pub fn holding_acks(source: S) -> Self {
+        Self {
+            hold_acks: true,
+            ..Self::new(source)
+        }
+    }
+}
+
+/// A delivery of [`Watched`].
 #[derive(Debug)]
-pub struct Held<D>(D);
+pub struct Held<D> {
+    delivery: D,
+    hold_ack: bool,
+}
 
-impl<S: idem_core::message::MessageSource> idem_core::message::MessageSource for HoldAcks<S> {
+impl<S: idem_core::message::MessageSource> idem_core::message::MessageSource for Watched<S> {
     type Delivery = Held<S::Delivery>;
 
     fn route(&self) -> String {
-        self.0.route()
+        self.source.route()
     }
 
     async fn check(
         &mut self,
         needs: idem_core::message::Requirements,
     ) -> Result<(), idem_core::message::RunnerError> {
-        self.0.check(needs).await
+        self.source.check(needs).await
     }
 
     async fn next(&mut self) -> Option<Result<Held<S::Delivery>, idem_core::message::BrokerError>> {
-        Some(self.0.next().await?.map(Held))
+        use idem_core::message::Delivery as _;
+        let delivery = self.source.next().await?;
+        Some(delivery.map(|delivery| {
+            self.attempts.lock().unwrap().push(delivery.attempt());
+            Held {
+                delivery,
+                hold_ack: self.hold_acks,
+            }
+        }))
     }
 }
 
 impl<D: idem_core::message::Delivery> idem_core::message::Delivery for Held<D> {
     fn headers(&self) -> http::HeaderMap {
-        self.0.headers()
+        self.delivery.headers()
     }
 
     fn payload(&self) -> bytes::Bytes {
-        self.0.payload()
+        self.delivery.payload()
     }
 
     fn attempt(&self) -> u64 {
-        self.0.attempt()
+        self.delivery.attempt()
     }
 
     async fn ack(self) -> Result<(), idem_core::message::BrokerError> {
-        let event: Value = serde_json::from_slice(&self.0.payload()).unwrap_or_default();
+        if !self.hold_ack {
+            return self.delivery.ack().await;
+        }
+        let event: Value = serde_json::from_slice(&self.delivery.payload()).unwrap_or_default();
         println!("holding the ack of {}", event["id"].as_str().unwrap_or("?"));
         std::future::pending().await
     }
 
     async fn redeliver(self, delay: Duration) -> Result<(), idem_core::message::BrokerError> {
-        self.0.redeliver(delay).await
+        self.delivery.redeliver(delay).await
     }
 
     async fn end(self, reason: &str) -> Result<(), idem_core::message::BrokerError> {
-        self.0.end(reason).await
+        self.delivery.end(reason).await
     }
 
     async fn in_progress(&self) -> Result<(), idem_core::message::BrokerError> {
-        self.0.in_progress().await
+        self.delivery.in_progress().await
     }
 }

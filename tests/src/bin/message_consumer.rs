@@ -11,7 +11,7 @@ use idem_core::{
     message::{Runner, nats::JetStream},
     store::PostgresStore,
 };
-use idem_tests::message_fixture::{HoldAcks, Rows, write_row};
+use idem_tests::message_fixture::{Rows, Watched, write_row};
 
 #[tokio::main]
 async fn main() {
@@ -37,7 +37,7 @@ async fn main() {
     println!("consuming");
     runner
         .run(
-            HoldAcks(JetStream::new(context, consumer)),
+            Watched::holding_acks(JetStream::new(context, consumer)),
             std::future::pending(),
         )
         .await

@@ -1,4 +1,4 @@
-//! Message handlers when something fails: a consumer killed with `kill -9` between its commit
+//! When something fails: a consumer killed with `kill -9` between its commit
 //! and its ack, and the store down while messages arrive. Each key's effect happens once,
 //! counted in PostgreSQL rows or the handler's counter; nothing is acknowledged that was not
 //! completed. The kill test runs its own `nats-server -js`.

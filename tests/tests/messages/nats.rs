@@ -1,4 +1,4 @@
-//! Message handlers on NATS JetStream: each key's effect happens once, whatever the broker
+//! On NATS JetStream: each key's effect happens once, whatever the broker
 //! redelivers, counted by the handler's effect (not the log). Against the shared JetStream
 //! (`IDEM_TEST_NATS_URL`), each test in a stream of its own.
 
