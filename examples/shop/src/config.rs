@@ -13,6 +13,7 @@
 //! | idle timeout | | `SHOP_IDLE_TIMEOUT_MS` | `20000` |
 //! | header-read timeout | | `SHOP_HEADER_READ_TIMEOUT_MS` | `10000` |
 //! | connection bound | | `SHOP_MAX_CONNECTIONS` | `512` |
+//! | NATS with JetStream (payment events, receipts) | | `SHOP_NATS_URL` | none: no broker |
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
@@ -47,6 +48,10 @@ environment:
                           than this to arrive (default 10000)
   SHOP_MAX_CONNECTIONS    connections served at once; more wait to be accepted
                           (default 512)
+  SHOP_NATS_URL           NATS with JetStream, as nats://127.0.0.1:4222: each payment is
+                          published on shop.payments.created (stream SHOP, created when
+                          missing) and a receipts consumer writes one receipt per payment
+                          (default: no broker, no receipts)
   RUST_LOG                log filter (default info)
 ";
 
@@ -63,6 +68,8 @@ pub struct Config {
     pub bank_down: bool,
     /// The timeouts and the bound of client connections.
     pub connections: ConnectionLimits,
+    /// NATS with JetStream, for the payment events and the receipts consumer.
+    pub nats_url: Option<String>,
 }
 
 /// What the command line asked for.
@@ -195,12 +202,23 @@ impl Config {
                 return Err(ConfigError(format!("SHOP_BANK_DOWN={other:?}: use 1 or 0")));
             }
         };
+        let nats_url = match var("SHOP_NATS_URL").map(|url| url.trim().to_owned()) {
+            None => None,
+            Some(url) if url.is_empty() => None,
+            Some(url) if url.starts_with("nats://") || url.starts_with("tls://") => Some(url),
+            Some(url) => {
+                return Err(ConfigError(format!(
+                    "SHOP_NATS_URL={url:?} is not a nats:// URL, as in nats://127.0.0.1:4222"
+                )));
+            }
+        };
         Ok(Command::Run(Box::new(Self {
             addr,
             store,
             settings,
             bank_down,
             connections,
+            nats_url,
         })))
     }
 }
@@ -237,6 +255,18 @@ mod tests {
         assert_eq!(config.settings.transfer_delay, Duration::from_secs(10));
         assert!(!config.bank_down);
         assert_eq!(config.connections, ConnectionLimits::default());
+        assert_eq!(config.nats_url, None);
+    }
+
+    #[test]
+    fn the_broker_is_a_nats_url() {
+        let vars = [("SHOP_NATS_URL", " nats://127.0.0.1:4222 ")];
+        assert_eq!(
+            config(&[], &vars).nats_url.as_deref(),
+            Some("nats://127.0.0.1:4222")
+        );
+        let error = parse(&[], &[("SHOP_NATS_URL", "127.0.0.1:4222")]).unwrap_err();
+        assert!(error.to_string().contains("not a nats:// URL"), "{error}");
     }
 
     #[test]

@@ -6,3 +6,4 @@
 mod amqp;
 mod faults;
 mod nats;
+mod shop;
