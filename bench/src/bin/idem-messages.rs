@@ -50,29 +50,46 @@ async fn counted(State(counter): State<Arc<AtomicU64>>, Json(event): Json<Event>
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let messages: u64 = args.next().map_or(20_000, |n| n.parse().expect("a number of messages"));
-    let rounds: usize = args.next().map_or(3, |n| n.parse().expect("a number of rounds"));
-    let url = std::env::var("IDEM_BENCH_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let messages: u64 = args
+        .next()
+        .map_or(20_000, |n| n.parse().expect("a number of messages"));
+    let rounds: usize = args
+        .next()
+        .map_or(3, |n| n.parse().expect("a number of rounds"));
+    let url =
+        std::env::var("IDEM_BENCH_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
     let context = jetstream::new(async_nats::connect(&url).await.expect("NATS answers"));
     let name = format!("BENCH{:08x}", rand_suffix());
     let subject = format!("{}.events", name.to_lowercase());
     context
-        .create_stream(stream::Config { name: name.clone(), subjects: vec![subject.clone()], ..Default::default() })
+        .create_stream(stream::Config {
+            name: name.clone(),
+            subjects: vec![subject.clone()],
+            ..Default::default()
+        })
         .await
         .expect("the stream");
     publish(&context, &subject, messages).await;
-    println!("{messages} messages of {} bytes; {rounds} rounds, interleaved", event_body(0).len());
+    println!(
+        "{messages} messages of {} bytes; {rounds} rounds, interleaved",
+        event_body(0).len()
+    );
     println!("concurrency | bare loop (msg/s) | runner (msg/s) | runner / bare");
     for concurrency in [1, 16] {
         let (mut bare, mut runner) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            let bare_consumer = consumer(&context, &name, &format!("bare{concurrency}x{round}")).await;
+            let bare_consumer =
+                consumer(&context, &name, &format!("bare{concurrency}x{round}")).await;
             bare.push(bare_loop(bare_consumer, messages, concurrency).await);
-            let runner_consumer = consumer(&context, &name, &format!("runner{concurrency}x{round}")).await;
+            let runner_consumer =
+                consumer(&context, &name, &format!("runner{concurrency}x{round}")).await;
             runner.push(run(context.clone(), runner_consumer, messages, concurrency).await);
         }
         let (bare, runner) = (median(bare), median(runner));
-        println!("{concurrency:>11} | {bare:>17.0} | {runner:>14.0} | {:.2}", runner / bare);
+        println!(
+            "{concurrency:>11} | {bare:>17.0} | {runner:>14.0} | {:.2}",
+            runner / bare
+        );
     }
     let _ = context.delete_stream(&name).await;
 }
@@ -88,7 +105,10 @@ fn event_body(id: u64) -> String {
 async fn publish(context: &jetstream::Context, subject: &str, messages: u64) {
     let mut acks = Vec::new();
     for id in 0..messages {
-        let ack = context.publish(subject.to_owned(), event_body(id).into()).await.expect("published");
+        let ack = context
+            .publish(subject.to_owned(), event_body(id).into())
+            .await
+            .expect("published");
         acks.push(ack);
         if acks.len() == 1000 {
             for ack in acks.drain(..) {
@@ -121,7 +141,12 @@ async fn bare_loop(consumer: PullConsumer, messages: u64, concurrency: usize) ->
     let counter = Arc::new(AtomicU64::new(0));
     let permits = Arc::new(Semaphore::new(concurrency));
     let started = Instant::now();
-    let mut stream = consumer.stream().max_messages_per_batch(concurrency.max(16)).messages().await.unwrap();
+    let mut stream = consumer
+        .stream()
+        .max_messages_per_batch(concurrency.max(16))
+        .messages()
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for _ in 0..messages {
         let permit = Arc::clone(&permits).acquire_owned().await.unwrap();
@@ -143,10 +168,16 @@ async fn bare_loop(consumer: PullConsumer, messages: u64, concurrency: usize) ->
 
 /// The runner: `#[idempotent(key = json("/id"))]` on a fresh `MemoryStore`, `concurrency` at
 /// a time. Answers messages per second.
-async fn run(context: jetstream::Context, consumer: PullConsumer, messages: u64, concurrency: usize) -> f64 {
+async fn run(
+    context: jetstream::Context,
+    consumer: PullConsumer,
+    messages: u64,
+    concurrency: usize,
+) -> f64 {
     let counter = Arc::new(AtomicU64::new(0));
     let idem = Idempotency::new(MemoryStore::default());
-    let runner = Runner::new(idem.clone(), counted.with_state(Arc::clone(&counter))).concurrency(concurrency);
+    let runner = Runner::new(idem.clone(), counted.with_state(Arc::clone(&counter)))
+        .concurrency(concurrency);
     let stats = runner.stats();
     let source = JetStream::new(context, consumer).batch(concurrency.max(16));
     let started = Instant::now();
@@ -157,7 +188,11 @@ async fn run(context: jetstream::Context, consumer: PullConsumer, messages: u64,
     };
     runner.run(source, done).await.expect("the runner runs");
     let elapsed = started.elapsed();
-    assert_eq!(counter.load(Ordering::SeqCst), messages, "each message ran once");
+    assert_eq!(
+        counter.load(Ordering::SeqCst),
+        messages,
+        "each message ran once"
+    );
     idem.shutdown().await;
     messages as f64 / elapsed.as_secs_f64()
 }
