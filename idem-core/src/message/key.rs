@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn the_header_value_is_the_same_key_in_both_syntaxes() {
-        for key in ["m-1", "a,b", r#"say "hi""#, r"back\slash"] {
+        for key in ["m-1", "a,b", r#"say"hi""#, r"back\slash"] {
             let value = as_header_value(key).unwrap();
             for syntax in [KeySyntax::Lenient, KeySyntax::Strict] {
                 let parsed = IdempotencyKey::parse(&value, syntax).unwrap();

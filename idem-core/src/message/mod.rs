@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # #[cfg(feature = "nats")]
-//! # async fn run(context: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn run(context: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use axum::Json;
 //! use idem_core::{Idempotency, MemoryStore, idempotent};
 //! use idem_core::message::{MessageError, Runner, nats::JetStream};

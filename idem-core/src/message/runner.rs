@@ -45,7 +45,10 @@ pub enum RunnerError {
 ///
 /// ```no_run
 /// # #[cfg(feature = "nats")]
-/// # async fn run(consumer: async_nats::jetstream::consumer::PullConsumer) -> Result<(), idem_core::message::RunnerError> {
+/// # async fn run(
+/// #     context: async_nats::jetstream::Context,
+/// #     consumer: async_nats::jetstream::consumer::PullConsumer,
+/// # ) -> Result<(), idem_core::message::RunnerError> {
 /// use idem_core::{Idempotency, MemoryStore, idempotent};
 /// use idem_core::message::{MessageError, Runner, nats::JetStream};
 ///
@@ -58,7 +61,7 @@ pub enum RunnerError {
 /// let idem = Idempotency::new(MemoryStore::default());
 /// Runner::new(idem.clone(), on_order_paid.stateless())
 ///     .concurrency(16)
-///     .run(JetStream::new(consumer), async { let _ = tokio::signal::ctrl_c().await; })
+///     .run(JetStream::new(context, consumer), async { let _ = tokio::signal::ctrl_c().await; })
 ///     .await?;
 /// idem.shutdown().await;
 /// # Ok(()) }
