@@ -19,6 +19,7 @@ use axum::{body::Body, extract::Request};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Uri, header};
 use idem_protocol::key::IdempotencyKey;
+use tokio_util::sync::CancellationToken;
 
 use super::{
     handler::MessageService,
@@ -44,6 +45,9 @@ pub(super) struct Door {
     needs: Requirements,
     settings: Settings,
     stats: RunnerStats,
+    /// Cancelled at shutdown: a result waiting for the store is then handed back to the
+    /// broker rather than waited for.
+    stop: CancellationToken,
 }
 
 /// A message as the flow sees it.
@@ -76,7 +80,13 @@ impl Door {
             needs,
             settings,
             stats,
+            stop: CancellationToken::new(),
         })
+    }
+
+    /// The runner stops: results waiting for the store are no longer waited for.
+    pub(super) fn stopping(&self) {
+        self.stop.cancel();
     }
 
     /// Takes one delivery through the flow and settles it.
@@ -149,7 +159,15 @@ impl Door {
                     tokio::time::sleep(STORE_POLL).await;
                 }
             };
-            self.in_progress(delivery, stored).await;
+            tokio::select! {
+                () = self.in_progress(delivery, stored) => {}
+                // The runtime keeps the result and its retries; the broker delivers the
+                // message again, and its key answers it once the store has it.
+                () = self.stop.cancelled() => return Verdict::Redeliver {
+                    after: Later::StoreDown,
+                    why: "the runner stops while the result waits for the store".to_owned(),
+                },
+            }
         }
     }
 

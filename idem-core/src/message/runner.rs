@@ -20,7 +20,7 @@ use super::{
     key::MessageKeyError,
     source::{BrokerError, MessageSource, Requirements},
 };
-use crate::runtime::Idempotency;
+use crate::{policy::Policy, runtime::Idempotency};
 
 /// Why a runner could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -158,51 +158,68 @@ impl Runner {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), RunnerError> {
         self.service.key().check()?;
-        let policy = self.service.policy();
-        let needs = Requirements {
-            lease: policy.lease,
-            renew_every: (policy.lease / 3).max(Duration::from_millis(1)),
-            ttl: policy.ttl,
-        };
+        let needs = requirements(&self.service.policy());
         source.check(needs).await?;
-        let door = Arc::new(Door::new(
+        let door = Door::new(
             self.idem,
             self.service,
             &source.route(),
             needs,
             self.settings,
             self.stats,
-        )?);
-        let permits = Arc::new(Semaphore::new(self.concurrency));
-        let running = TaskTracker::new();
-        let mut shutdown = pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                biased;
-                () = &mut shutdown => break,
-                permit = Arc::clone(&permits).acquire_owned() => permit.expect("never closed"),
-            };
-            let next = tokio::select! {
-                biased;
-                () = &mut shutdown => break,
-                next = source.next() => next,
-            };
-            match next {
-                None => break,
-                Some(Ok(delivery)) => {
-                    let door = Arc::clone(&door);
-                    running.spawn(async move {
-                        door.process(delivery).await;
-                        drop(permit);
-                    });
-                }
-                Some(Err(error)) => door.broker_failed(error).await,
-            }
-        }
-        running.close();
-        running.wait().await;
+        )?;
+        consume(source, Arc::new(door), self.concurrency, shutdown).await;
         Ok(())
     }
+}
+
+/// What a handler under `policy` needs of the broker.
+fn requirements(policy: &Policy) -> Requirements {
+    Requirements {
+        lease: policy.lease,
+        renew_every: (policy.lease / 3).max(Duration::from_millis(1)),
+        ttl: policy.ttl,
+    }
+}
+
+/// Takes deliveries from `source` through `door`, `concurrency` at a time, until `shutdown`
+/// completes or the consumer ends; then waits for the running ones, which the door lets
+/// finish and settle (a result waiting for the store is handed back instead).
+async fn consume<S: MessageSource>(
+    mut source: S,
+    door: Arc<Door>,
+    concurrency: usize,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let running = TaskTracker::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            permit = Arc::clone(&permits).acquire_owned() => permit.expect("never closed"),
+        };
+        let next = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            next = source.next() => next,
+        };
+        match next {
+            None => break,
+            Some(Ok(delivery)) => {
+                let door = Arc::clone(&door);
+                running.spawn(async move {
+                    door.process(delivery).await;
+                    drop(permit);
+                });
+            }
+            Some(Err(error)) => door.broker_failed(error).await,
+        }
+    }
+    door.stopping();
+    running.close();
+    running.wait().await;
 }
 
 /// What a runner did with its messages so far. Cheap to clone; clones share the counters.
