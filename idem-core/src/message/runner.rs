@@ -274,3 +274,29 @@ impl RunnerStats {
         counter(&self.counters).fetch_add(1, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_cap() {
+        let settings = Settings {
+            max_attempts: 5,
+            first_backoff: Duration::from_secs(1),
+            longest_backoff: Duration::from_secs(60),
+        };
+        let delays: Vec<u64> = (1..=8)
+            .map(|attempt| settings.backoff(attempt).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(settings.backoff(u64::MAX), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_lease_is_renewed_every_third() {
+        let needs = requirements(&Policy::new().lease(Duration::from_secs(9)));
+        assert_eq!(needs.renew_every, Duration::from_secs(3));
+        assert_eq!(needs.ttl, Policy::DEFAULT_TTL);
+    }
+}

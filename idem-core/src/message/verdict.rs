@@ -146,3 +146,98 @@ async fn text(response: Response) -> String {
         Err(_) => String::from("(no body)"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::response::IntoResponse;
+
+    use super::*;
+    use crate::{message::MessageError, problem::Problem};
+
+    async fn verdict(response: Response, ran: bool) -> Verdict {
+        Verdict::of(response, ran, || false).await
+    }
+
+    fn problem(kind: ProblemKind) -> Response {
+        Problem::new(kind, "detail").into_response()
+    }
+
+    #[tokio::test]
+    async fn results_and_replays_are_acknowledged() {
+        assert_eq!(
+            verdict(().into_response(), true).await,
+            Verdict::Ack { duplicate: false }
+        );
+        let replay = ([("idempotent-replayed", "true")], ()).into_response();
+        assert_eq!(
+            verdict(replay, false).await,
+            Verdict::Ack { duplicate: true }
+        );
+        let stored_4xx = StatusCode::NOT_FOUND.into_response();
+        assert_eq!(
+            verdict(stored_4xx, true).await,
+            Verdict::Ack { duplicate: false }
+        );
+        let waiting = Verdict::of(().into_response(), true, || true).await;
+        assert_eq!(
+            waiting,
+            Verdict::AwaitStore,
+            "not acknowledged until stored"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_flows_refusals_become_redeliveries_or_ends() {
+        let later = |response| async move {
+            match verdict(response, false).await {
+                Verdict::Redeliver { after, .. } => Some(after),
+                _ => None,
+            }
+        };
+        assert_eq!(
+            later(problem(ProblemKind::RequestInFlight)).await,
+            Some(Later::InFlight)
+        );
+        assert_eq!(
+            later(problem(ProblemKind::StoreUnavailable)).await,
+            Some(Later::StoreDown)
+        );
+        for ends in [
+            ProblemKind::KeyReused,
+            ProblemKind::KeyMissing,
+            ProblemKind::BodyTooLarge,
+        ] {
+            assert!(
+                matches!(verdict(problem(ends), false).await, Verdict::End { .. }),
+                "{ends:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_handlers_failures_are_retried_or_ended() {
+        let retry = MessageError::retry("down").into_response();
+        assert!(matches!(
+            verdict(retry, true).await,
+            Verdict::Redeliver {
+                after: Later::Failed,
+                ..
+            }
+        ));
+        let terminal = MessageError::terminal("never").into_response();
+        assert!(matches!(verdict(terminal, true).await, Verdict::End { .. }));
+        let panicked = problem(ProblemKind::HandlerFailed);
+        assert!(matches!(
+            verdict(panicked, true).await,
+            Verdict::Redeliver {
+                after: Later::Failed,
+                ..
+            }
+        ));
+        let refused = (StatusCode::BAD_REQUEST, NoStore, ()).into_response();
+        assert!(
+            matches!(verdict(refused, true).await, Verdict::End { .. }),
+            "a bad payload"
+        );
+    }
+}
