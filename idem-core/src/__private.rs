@@ -16,6 +16,7 @@ pub use crate::{
     },
     fingerprint::FingerprintMode,
     flow::RequestFuture,
+    message::{MessageHandler, MessageKey},
     policy::{OnConflict, OnStoreError, Policy},
     scope::Scope,
 };

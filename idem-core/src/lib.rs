@@ -51,6 +51,8 @@
 //! - [`extract`]: what a replay checks; [`PureBody`] for a body extractor a replay may skip.
 //! - [`problem`]: the Problem Details answers and their `type` URIs.
 //! - [`layer`]: the tower layer, [`IdempotencyLayer`].
+//! - [`message`]: message handlers (`#[idempotent(key = ...)]`) and their [`Runner`](message::Runner),
+//!   on JetStream and RabbitMQ.
 //! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
 //!
 //! # Features
@@ -63,6 +65,8 @@
 //! | `metrics` | | counters through the `metrics` facade |
 //! | `conformance` | | the store conformance suite, for authors of a `Store` |
 //! | `client` | | `idem_core::client`: the crate `idem-client`, a reqwest call that retries with one key per operation |
+//! | `nats` | | `message::nats`: message handlers on NATS JetStream pull consumers (async-nats) |
+//! | `amqp` | | `message::amqp`: message handlers on RabbitMQ queues (lapin) |
 //!
 //! # The contract
 //!
@@ -105,7 +109,8 @@
 //! extractor is misconfigured or cannot begin its transaction, a WARN when a sweep of expired
 //! records fails, and a DEBUG with the number a sweep deleted (`deleted`); with `client`, an
 //! INFO for each retry (`method`, `path`, `attempts`, `met`, `wait`), a WARN when it gives up,
-//! and a DEBUG for the final answer.
+//! and a DEBUG for the final answer. A message [`Runner`](message::Runner) logs each message
+//! it settles ([`message`], *Logs*).
 //!
 //! # Metrics
 //!
@@ -131,6 +136,7 @@ pub mod extract;
 pub mod fingerprint;
 mod flow;
 pub mod layer;
+pub mod message;
 mod observe;
 pub mod policy;
 pub mod problem;

@@ -52,6 +52,19 @@ arguments! {
     key_syntax: default r#""lenient""#, example r#"key_syntax = "strict""#;
 }
 
+/// The argument that makes a handler a message handler, apart from the policy's: it has no
+/// default, and no `Policy` setter.
+pub(crate) mod message_kw {
+    syn::custom_keyword!(key);
+}
+
+impl Argument for message_kw::key {
+    const ABOUT: About = About {
+        name: "key",
+        example: r#"key = header("Nats-Msg-Id")"#,
+    };
+}
+
 /// An argument's keyword.
 pub(crate) trait Argument: Parse + ToTokens {
     /// What messages say about the argument.
@@ -79,6 +92,9 @@ pub(crate) struct Args {
     pub(crate) fingerprint: Option<Given<Choice>>,
     pub(crate) on_store_error: Option<Given<Choice>>,
     pub(crate) key_syntax: Option<Given<Choice>>,
+    /// Where a message handler's key is; `None` for an HTTP handler, whose key is the
+    /// `Idempotency-Key` header.
+    pub(crate) key: Option<Given<MessageKey>>,
     /// Where the arguments are written; `None` without arguments.
     pub(crate) extent: Option<Extent>,
 }
@@ -107,6 +123,13 @@ pub(crate) enum Scope {
 pub(crate) enum OnConflict {
     Reject,
     Wait(Millis),
+}
+
+/// Where a message's key is: `header("Nats-Msg-Id")` or `json("/order_id")`, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum MessageKey {
+    Header(String),
+    Json(String),
 }
 
 /// A variant of one of `__private`'s enums, named by a word: `fingerprint = "raw"` is
@@ -239,6 +262,8 @@ impl Reader {
             )
         } else if input.peek(kw::key_syntax) {
             self.read::<kw::key_syntax, _>(input, &mut args.key_syntax, choice(&KEY_SYNTAX))
+        } else if input.peek(message_kw::key) {
+            self.read::<message_kw::key, _>(input, &mut args.key, message_key)
         } else {
             self.unknown(input)
         }
@@ -298,7 +323,9 @@ impl Reader {
         let path = meta.path().to_token_stream().to_string().replace(' ', "");
         let names = ARGUMENTS
             .iter()
-            .map(|(name, _)| format!("`{name}`"))
+            .map(|(name, _)| *name)
+            .chain([message_kw::key::ABOUT.name])
+            .map(|name| format!("`{name}`"))
             .collect::<Vec<_>>()
             .join(", ");
         self.names.push(syn::Error::new_spanned(
@@ -308,7 +335,14 @@ impl Reader {
         Ok(())
     }
 
-    fn finish(self, args: Args) -> syn::Result<Args> {
+    fn finish(mut self, args: Args) -> syn::Result<Args> {
+        if let (Some(_), Some(scope)) = (&args.key, &args.scope) {
+            self.names.push(syn::Error::new(
+                scope.span,
+                "`scope` does not apply to a message handler: its keys belong to its stream (or \
+                 queue) and consumer; remove `scope`",
+            ));
+        }
         let mut errors = self.names;
         errors.append(self.values);
         errors.finish(args)
@@ -414,6 +448,62 @@ fn scope(value: &Expr, about: About) -> syn::Result<Scope> {
             literal,
             r#"`"user"`, `"global"` or `"custom(<name>)"`"#,
         )),
+    }
+}
+
+/// `header("<name>")` or `json("<pointer>")`.
+fn message_key(value: &Expr, about: About) -> syn::Result<MessageKey> {
+    let expected = || {
+        syn::Error::new_spanned(
+            value,
+            format!(
+                r#"expected `header("<name>")` or `json("<pointer>")` for `{}`, as in `{}`"#,
+                about.name, about.example
+            ),
+        )
+    };
+    let Expr::Call(call) = unwrap_group(value) else {
+        return Err(expected());
+    };
+    let (Expr::Path(function), [argument]) =
+        (&*call.func, &call.args.iter().collect::<Vec<_>>()[..])
+    else {
+        return Err(expected());
+    };
+    let Some(Lit::Str(literal)) = literal(argument) else {
+        return Err(expected());
+    };
+    let text = literal.value();
+    if function.path.is_ident("header") {
+        let token = |byte: u8| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte);
+        if text.is_empty() || !text.bytes().all(token) {
+            return Err(syn::Error::new_spanned(
+                literal,
+                format!(
+                    "`{text}` is not a header name; use letters, digits and `-`, as in \
+                     `Nats-Msg-Id` or `message-id`"
+                ),
+            ));
+        }
+        Ok(MessageKey::Header(text))
+    } else if function.path.is_ident("json") {
+        if !(text.is_empty() || text.starts_with('/')) {
+            return Err(syn::Error::new_spanned(
+                literal,
+                format!("`{text}` is not a JSON Pointer; start it with `/`, as in `/{text}`"),
+            ));
+        }
+        Ok(MessageKey::Json(text))
+    } else {
+        Err(expected())
+    }
+}
+
+/// A value without the invisible groups `macro_rules!` adds.
+fn unwrap_group(value: &Expr) -> &Expr {
+    match value {
+        Expr::Group(group) => unwrap_group(&group.expr),
+        other => other,
     }
 }
 
@@ -541,7 +631,7 @@ mod tests {
             all,
             [
                 "unknown argument `tll`; expected one of `ttl`, `scope`, `required`, `lease`, \
-                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`",
+                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `key`",
                 "repeated argument `ttl`; give each argument at most once",
                 "unit `x` is not supported in the duration `1x`; use `ms`, `s`, `m`, `h` or `d`",
                 r#"invalid `scope` value `users`; expected `"user"`, `"global"` or `"custom(<name>)"`"#,
@@ -557,7 +647,7 @@ mod tests {
             errors(quote!(ttl::x = "1h")),
             [
                 "unknown argument `ttl::x`; expected one of `ttl`, `scope`, `required`, `lease`, \
-                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`"
+                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `key`"
             ]
         );
     }
@@ -624,6 +714,49 @@ mod tests {
         assert_eq!(
             errors(quote!(ttl("24h"))),
             [r#"expected `ttl = ...`, as in `ttl = "24h"`"#]
+        );
+    }
+
+    #[test]
+    fn a_message_key_is_a_header_or_a_json_pointer() {
+        let key = |tokens| value(parse(tokens).unwrap().key);
+        assert_eq!(
+            key(quote!(key = header("Nats-Msg-Id"))),
+            Some(MessageKey::Header("Nats-Msg-Id".into()))
+        );
+        assert_eq!(
+            key(quote!(key = json("/order/id"))),
+            Some(MessageKey::Json("/order/id".into()))
+        );
+        assert_eq!(key(quote!(ttl = "1h")), None);
+        assert_eq!(
+            errors(quote!(key = header("Nats-Msg-Id"), scope = "global")),
+            [
+                "`scope` does not apply to a message handler: its keys belong to its stream (or \
+              queue) and consumer; remove `scope`"
+            ]
+        );
+        assert_eq!(
+            errors(quote!(key = "Nats-Msg-Id")),
+            [
+                r#"expected `header("<name>")` or `json("<pointer>")` for `key`, as in `key = header("Nats-Msg-Id")`"#
+            ]
+        );
+        assert_eq!(
+            errors(quote!(key = header("Nats Msg"))),
+            [
+                "`Nats Msg` is not a header name; use letters, digits and `-`, as in `Nats-Msg-Id` or `message-id`"
+            ]
+        );
+        assert_eq!(
+            errors(quote!(key = json("order_id"))),
+            ["`order_id` is not a JSON Pointer; start it with `/`, as in `/order_id`"]
+        );
+        assert_eq!(
+            errors(quote!(key = body("/id"))),
+            [
+                r#"expected `header("<name>")` or `json("<pointer>")` for `key`, as in `key = header("Nats-Msg-Id")`"#
+            ]
         );
     }
 

@@ -82,12 +82,17 @@ fn fallback(error: Option<TokenStream>, mut function: ItemFn) -> TokenStream {
 }
 
 /// The constant that replaces the handler: its type, and `Idempotent::new` with the policy,
-/// the call of the original function and the question about its last argument.
+/// the call of the original function and the question about its last argument. A message
+/// handler (`key = ...`) is a `MessageHandler`, whose `new` takes the key source first.
 fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
     let handler = Handler::new(function);
     let output = Output::of(&handler.original.sig.output);
     let future = output.future();
-    let handler_type = quote!(::idem_core::__private::Idempotent<fn(#(#types),*) -> #future>);
+    let kind = match args.key {
+        Some(_) => format_ident!("MessageHandler"),
+        None => format_ident!("Idempotent"),
+    };
+    let handler_type = quote!(::idem_core::__private::#kind<fn(#(#types),*) -> #future>);
     let arguments = (0..types.len())
         .map(|index| format_ident!("__idem_arg{index}"))
         .collect::<Vec<_>>();
@@ -96,10 +101,16 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
         Some(last) => quote!(#last),
         None => quote!(()),
     };
+    let key = args.key.as_ref().map(|key| {
+        let key = policy::message_key(key);
+        quote!(#key,)
+    });
     let policy = policy::policy(args);
-    let constructor = idempotent_new(
+    let constructor = constructor_call(
+        &kind,
         args.extent,
         quote! {
+            #key
             #policy,
             |#(#arguments),*| #call,
             || ::idem_core::__private::LastArgument::<#last>::NEW.runs_on_replay(),
@@ -108,8 +119,8 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
     handler.into_constant(handler_type, constructor)
 }
 
-/// `::idem_core::__private::Idempotent::new(#arguments)`, located on the attribute's
-/// arguments.
+/// `::idem_core::__private::#kind::new(#arguments)` (`Idempotent` or `MessageHandler`),
+/// located on the attribute's arguments.
 ///
 /// `Idempotent::new` is a `const fn` that panics when `Policy::validate` refuses the policy,
 /// so a policy that breaks one of its rules fails where the constant is compiled, and rustc
@@ -118,12 +129,12 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
 /// the first argument starts and the parentheses where the last one ends, the error
 /// underlines the arguments that made the policy. Only the location changes; the names
 /// resolve at the call site, as everywhere else in the expansion.
-fn idempotent_new(extent: Option<Extent>, arguments: TokenStream) -> TokenStream {
+fn constructor_call(kind: &Ident, extent: Option<Extent>, arguments: TokenStream) -> TokenStream {
     let Some(Extent { first, last }) = extent else {
-        return quote!(::idem_core::__private::Idempotent::new(#arguments));
+        return quote!(::idem_core::__private::#kind::new(#arguments));
     };
     let at = |span: Span| Span::call_site().located_at(span);
-    let path = quote_spanned!(at(first)=> ::idem_core::__private::Idempotent::new);
+    let path = quote_spanned!(at(first)=> ::idem_core::__private::#kind::new);
     let mut parenthesized = Group::new(Delimiter::Parenthesis, arguments);
     parenthesized.set_span(at(last));
     quote!(#path #parenthesized)

@@ -77,6 +77,7 @@ use proc_macro::TokenStream;
 /// | `fingerprint` | `"json"`: canonical JSON (key order ignored), multipart forms by their parts (boundary ignored); `"raw"`: the body bytes | `"json"` |
 /// | `on_store_error` | `"fail"`: 503 when the store is down; `"run"`: run without idempotency | `"fail"` |
 /// | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
+/// | `key` | `header("<name>")` or `json("<pointer>")`: makes a message handler, keyed by that header or JSON member (below) | none: an HTTP handler, keyed by `Idempotency-Key` |
 ///
 /// A duration is one or more `<number><unit>` groups with the units `ms`, `s`, `m`, `h` and
 /// `d`: `"250ms"`, `"90s"`, `"1h 30m"`, `"7d"`. It must be positive, and `ttl` at least as
@@ -87,6 +88,43 @@ use proc_macro::TokenStream;
 /// breaks one does not compile, and the error (`evaluation panicked: invalid idempotency
 /// policy: ...`) underlines the attribute's arguments. A handler in an `impl` block is
 /// checked where it is used, when the crate is built; `cargo check` does not evaluate it.
+///
+/// # Message handlers
+///
+/// With `key = header("Nats-Msg-Id")` (a header of the message: AMQP `message-id` too) or
+/// `key = json("/order_id")` (a member of its JSON payload, by JSON Pointer), the handler is a
+/// message handler: a constant of type `idem_core::message::MessageHandler`, which a
+/// `idem_core::message::Runner` drives over a JetStream consumer or a RabbitMQ queue. Its
+/// arguments are axum extractors as above, the payload's last; the same key with another
+/// payload is a poison message. Its keys belong to its stream (or queue) and consumer, so
+/// `scope` does not apply and is refused; every other argument does.
+///
+/// ```
+/// use axum::{Json, extract::State};
+/// use idem_core::{idempotent, message::{MessageError, MessageKey}};
+///
+/// #[derive(Clone)]
+/// struct Db;
+///
+/// #[idempotent(key = json("/order_id"), lease = "10s")]
+/// async fn on_order_paid(State(_db): State<Db>, Json(event): Json<serde_json::Value>)
+///     -> Result<(), MessageError>
+/// {
+///     if event["amount"].as_i64().is_none() {
+///         return Err(MessageError::terminal("an order without an amount"));
+///     }
+///     Ok(())
+/// }
+///
+/// assert_eq!(on_order_paid.key(), MessageKey::Json("/order_id"));
+/// let service = on_order_paid.with_state(Db); // for `Runner::new(idem, service)`
+/// # drop(service);
+/// ```
+///
+/// The runner, the brokers and what happens to each message are in `idem_core::message` and
+/// [`docs/messages.md`].
+///
+/// [`docs/messages.md`]: https://github.com/idem-rs/idem/blob/main/docs/messages.md
 ///
 /// # What a replay checks
 ///

@@ -12,7 +12,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::args::{Args, Argument, Choice, Given, Millis, OnConflict, Scope, kw};
+use crate::args::{Args, Argument, Choice, Given, MessageKey, Millis, OnConflict, Scope, kw};
 
 /// The policy expression: the setters come in the order of the fields of [`Args`], whatever
 /// the order the arguments were written in.
@@ -27,6 +27,7 @@ pub(crate) fn policy(args: &Args) -> TokenStream {
         fingerprint,
         on_store_error,
         key_syntax,
+        key: _,
         extent: _,
     } = args;
     let setters = [
@@ -41,6 +42,19 @@ pub(crate) fn policy(args: &Args) -> TokenStream {
         setter::<kw::key_syntax>(key_syntax),
     ];
     quote!(::idem_core::__private::Policy::new() #(#setters)*)
+}
+
+/// `MessageKey::Header("Nats-Msg-Id")` or `MessageKey::Json("/id")`, spanned on the value.
+pub(crate) fn message_key(key: &Given<MessageKey>) -> TokenStream {
+    let span = key.span;
+    match &key.value {
+        MessageKey::Header(name) => {
+            quote_spanned!(span=> ::idem_core::__private::MessageKey::Header(#name))
+        }
+        MessageKey::Json(pointer) => {
+            quote_spanned!(span=> ::idem_core::__private::MessageKey::Json(#pointer))
+        }
+    }
 }
 
 /// `.name(value)`, named after the argument `K` and spanned on its value; nothing for an

@@ -147,6 +147,21 @@ fn every_argument() {
 }
 
 #[test]
+fn a_message_handler() {
+    snapshot(
+        "message_handler",
+        quote! {
+            /// Writes one receipt per paid order.
+            #[idempotent(key = json("/order_id"), ttl = "7d")]
+            async fn on_order_paid(mut tx: Tx, Json(event): Json<OrderPaid>) -> Result<(), MessageError> {
+                insert_receipt(tx.conn().await?, &event).await?;
+                Ok(())
+            }
+        },
+    );
+}
+
+#[test]
 fn an_associated_function_that_names_self() {
     snapshot(
         "associated_self",

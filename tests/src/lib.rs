@@ -4,9 +4,12 @@
 //! Every test that claims to test HTTP behaviour goes through these: a router served by
 //! axum on `127.0.0.1:0`, requests sent by reqwest over TCP.
 
+pub mod amqp_fixture;
 pub mod gate;
 pub mod inprocess;
 pub mod ledger;
+pub mod message_fixture;
+pub mod nats_fixture;
 pub mod postgres_fixture;
 pub mod postgres_server;
 pub mod redis_cluster;

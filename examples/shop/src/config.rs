@@ -16,6 +16,7 @@
 //! | header-read timeout | | `SHOP_HEADER_READ_TIMEOUT_MS` | `10000` |
 //! | connection bound | | `SHOP_MAX_CONNECTIONS` | `512` |
 //! | the longest records are kept | | `SHOP_MAX_TTL_MS` | unset: each route's TTL (24 h for payments) |
+//! | NATS with JetStream (payment events, receipts) | | `SHOP_NATS_URL` | none: no broker |
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
@@ -63,6 +64,10 @@ environment:
                           slot, or get 503 (default 512)
   SHOP_MAX_TTL_MS         the longest idempotency records are kept, whatever a route's
                           TTL says, never less than its lease (default: each route's own)
+  SHOP_NATS_URL           NATS with JetStream, as nats://127.0.0.1:4222: each payment is
+                          published on shop.payments.created (stream SHOP, created when
+                          missing) and a receipts consumer writes one receipt per payment
+                          (default: no broker, no receipts)
   RUST_LOG                log filter (default info,sqlx::postgres::notice=warn;
                           RUST_LOG=info shows PostgreSQL's notices too)
 ";
@@ -82,6 +87,8 @@ pub struct Config {
     pub connections: ConnectionLimits,
     /// The longest idempotency records are kept, whatever a route's TTL says.
     pub max_ttl: Option<Duration>,
+    /// NATS with JetStream, for the payment events and the receipts consumer.
+    pub nats_url: Option<String>,
 }
 
 /// What the command line asked for.
@@ -235,6 +242,16 @@ impl Config {
             }
             ttl => Some(ttl),
         };
+        let nats_url = match var("SHOP_NATS_URL").map(|url| url.trim().to_owned()) {
+            None => None,
+            Some(url) if url.is_empty() => None,
+            Some(url) if url.starts_with("nats://") || url.starts_with("tls://") => Some(url),
+            Some(url) => {
+                return Err(ConfigError(format!(
+                    "SHOP_NATS_URL={url:?} is not a nats:// URL, as in nats://127.0.0.1:4222"
+                )));
+            }
+        };
         Ok(Command::Run(Box::new(Self {
             addr,
             store,
@@ -242,6 +259,7 @@ impl Config {
             bank_down,
             connections,
             max_ttl,
+            nats_url,
         })))
     }
 }
@@ -318,6 +336,18 @@ mod tests {
         assert_eq!(config.settings.transfer_delay, Duration::from_secs(10));
         assert!(!config.bank_down);
         assert_eq!(config.connections, ConnectionLimits::default());
+        assert_eq!(config.nats_url, None);
+    }
+
+    #[test]
+    fn the_broker_is_a_nats_url() {
+        let vars = [("SHOP_NATS_URL", " nats://127.0.0.1:4222 ")];
+        assert_eq!(
+            config(&[], &vars).nats_url.as_deref(),
+            Some("nats://127.0.0.1:4222")
+        );
+        let error = parse(&[], &[("SHOP_NATS_URL", "127.0.0.1:4222")]).unwrap_err();
+        assert!(error.to_string().contains("not a nats:// URL"), "{error}");
     }
 
     #[test]

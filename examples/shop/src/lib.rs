@@ -1,5 +1,6 @@
 //! A small shop service that shows idempotency keys at work: payments, refunds, receipts,
-//! transfers and a bank webhook, each an axum handler under `#[idempotent]`.
+//! transfers and a bank webhook, each an axum handler under `#[idempotent]`, and with
+//! `SHOP_NATS_URL` a receipts consumer, a message handler under `#[idempotent(key = ...)]`.
 //!
 //! The binary (`cargo run -p shop`) reads its [`Config`] from the environment and the command
 //! line, opens the store named by `IDEM_STORE` ([`Backend`]), and serves [`app`] with
@@ -24,6 +25,7 @@ pub mod bank;
 pub mod bank_service;
 pub mod checkout;
 pub mod config;
+pub mod events;
 pub mod health;
 pub mod json;
 pub mod ledger;
@@ -50,6 +52,7 @@ use idem_core::Idempotency;
 use crate::{
     auth::User,
     bank::Bank,
+    events::Events,
     ledger::Ledger,
     problem::{ShopProblem, ShopProblemKind},
     receipts::Mailer,
@@ -115,12 +118,18 @@ struct Inner {
     bank: Bank,
     mailer: Mailer,
     settings: Settings,
+    events: Option<Events>,
 }
 
 impl Shop {
     /// A shop keeping its data in `ledger`. Its bank is the one at `settings.bank_url`, or
     /// one it starts on a loopback port at its first transfer.
     pub fn new(ledger: Ledger, settings: Settings) -> Self {
+        Self::with_events(ledger, settings, None)
+    }
+
+    /// A shop that publishes its payments as events on `events` (see [`events`]).
+    pub fn with_events(ledger: Ledger, settings: Settings, events: Option<Events>) -> Self {
         let bank = Bank::new(
             settings.transfer_delay,
             settings.refund_delay,
@@ -136,6 +145,7 @@ impl Shop {
                 bank,
                 mailer: Mailer::default(),
                 settings,
+                events,
             }),
         }
     }
@@ -159,6 +169,11 @@ impl Shop {
     pub fn settings(&self) -> &Settings {
         &self.inner.settings
     }
+
+    /// Where payments are published, with `SHOP_NATS_URL`.
+    pub fn events(&self) -> Option<&Events> {
+        self.inner.events.as_ref()
+    }
 }
 
 impl fmt::Debug for Shop {
@@ -180,8 +195,14 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let users = Router::new()
         .route(
             "/payments",
-            post(payments::create_payment).get(payments::list_payments),
+            post(payments::create_payment)
+                .layer(middleware::from_fn_with_state(
+                    shop.clone(),
+                    events::publish_payment,
+                ))
+                .get(payments::list_payments),
         )
+        .route("/receipts", get(receipts::list_receipts))
         .route("/payments/{id}", get(payments::get_payment))
         .route("/payments/{id}/refunds", post(refunds::create_refund))
         .route("/payments/{id}/receipt", post(receipts::send_receipt))

@@ -3,7 +3,12 @@
 
 use std::{io::IsTerminal, process::ExitCode};
 
-use shop::{Backend, Config, Shop, config::Command};
+use shop::{
+    Backend, Config, Shop,
+    config::Command,
+    events::{EventNames, Events},
+};
+use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
 
 /// The log filter when `RUST_LOG` is unset. PostgreSQL's notices, such as "relation
@@ -54,24 +59,59 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let backend = Backend::open(&config.store)
         .await?
         .with_max_ttl(config.max_ttl);
+    let events = match &config.nats_url {
+        Some(url) => Some(
+            Events::connect(url, EventNames::default())
+                .await
+                .map_err(|error| format!("SHOP_NATS_URL: {error}"))?,
+        ),
+        None => None,
+    };
     let listener = shop::server::bind(config.addr)
         .map_err(|error| format!("cannot listen on {}: {error}", config.addr))?;
     let addr = listener.local_addr()?;
-    let shop = Shop::new(backend.ledger.clone(), config.settings.clone());
+    let shop = Shop::with_events(
+        backend.ledger.clone(),
+        config.settings.clone(),
+        events.clone(),
+    );
     shop.bank().set_down(config.bank_down);
     // Before the banner: from the moment it says the shop listens, SIGTERM means a graceful
     // shutdown.
     let shutdown = shop::shutdown_signal();
     println!("{}", banner(&addr.to_string(), &backend, &config));
+    // One signal stops both the server and the receipts consumer.
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    let until_stopped = |mut stopped: watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let receipts = events.map(|events| {
+        let (shop, idem) = (shop.clone(), backend.idem.clone());
+        tokio::spawn(shop::receipts::run_receipts(
+            events,
+            shop,
+            idem,
+            until_stopped(stopped.clone()),
+        ))
+    });
     let router = shop::app(shop, backend.idem.clone());
     shop::serve(
         listener,
         router,
         backend.idem.clone(),
         config.connections,
-        shutdown,
+        until_stopped(stopped),
     )
     .await?;
+    if let Some(receipts) = receipts {
+        receipts.await??;
+        // The runner's last messages may have left store writes to retry.
+        backend.idem.shutdown().await;
+    }
     backend.close().await;
     println!("shop: stopped");
     Ok(())
@@ -97,6 +137,11 @@ fn banner(addr: &str, backend: &Backend, config: &Config) -> String {
         bank.push_str(&format!(
             "\nidempotency records are kept {} ms at most (SHOP_MAX_TTL_MS)",
             max_ttl.as_millis()
+        ));
+    }
+    if let Some(url) = &config.nats_url {
+        bank.push_str(&format!(
+            "\npayments are published on shop.payments.created (stream SHOP at {url}); receipts: GET /receipts"
         ));
     }
     format!(

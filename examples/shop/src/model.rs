@@ -47,6 +47,35 @@ pub struct Payment {
     pub created: i64,
 }
 
+/// A payment's receipt, written once per payment by the receipts consumer from the
+/// `shop.payments.created` event (with `SHOP_NATS_URL`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentReceipt {
+    /// `rcpt_` and 24 letters and digits.
+    #[schema(example = "rcpt_9f7Cq2rVnVJm3Q0xE4bA1sKd")]
+    pub id: String,
+    /// The payment it is for.
+    #[schema(example = "pay_4eC39HqLyjWDarjtT1zdp7dc")]
+    pub payment_id: String,
+    /// The amount paid.
+    #[schema(example = 9800)]
+    pub amount: i64,
+    /// ISO 4217 code.
+    #[schema(example = "JPY")]
+    pub currency: String,
+    /// When it was written, in seconds since the Unix epoch.
+    #[schema(example = 1_764_460_801)]
+    pub created: i64,
+}
+
+/// `GET /receipts`: the caller's payment receipts, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReceiptList {
+    /// The receipts.
+    pub items: Vec<PaymentReceipt>,
+}
+
 /// A refund of (part of) a payment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -119,6 +119,7 @@ fn key_header(
         payments::get_payment,
         refunds::create_refund,
         receipts::send_receipt,
+        receipts::list_receipts,
         transfers::create_transfer,
         transfers::list_transfers,
         webhooks::bank_webhook,

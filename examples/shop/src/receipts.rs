@@ -1,19 +1,32 @@
-//! `POST /payments/{id}/receipt`: e-mails the payment's receipt again.
+//! Receipts: the receipt of each payment, written by a message handler, listed at
+//! `GET /receipts`; and `POST /payments/{id}/receipt`, which e-mails a receipt again.
 //!
-//! Sending a receipt twice is harmless, so this endpoint takes a key but does not insist on
-//! one, and keeps working when the idempotency store does not.
+//! With `SHOP_NATS_URL`, every payment is published as a `shop.payments.created` event
+//! ([`events`](crate::events)), and [`write_receipt`] consumes them: one receipt per payment,
+//! keyed on the payment's id inside the event, so that the same event delivered again, or
+//! published twice under two message ids, still makes one receipt. With the PostgreSQL store
+//! the receipt row and the key's completion commit in one transaction.
+//!
+//! Sending a receipt e-mail twice is harmless, so `POST /payments/{id}/receipt` takes a key
+//! but does not insist on one, and keeps working when the idempotency store does not.
 
 use std::sync::{Arc, Mutex};
 
 use axum::{Json, extract::State, http::StatusCode};
-use idem_core::idempotent;
+use idem_core::{
+    Idempotency,
+    extract::Tx,
+    idempotent,
+    message::{MessageError, Runner, RunnerError, nats::JetStream},
+};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::{
     Shop,
     auth::User,
-    model::{new_id, now},
+    events::{Events, PaymentCreated},
+    model::{PaymentReceipt, ReceiptList, new_id, now},
     openapi::OptionalIdempotencyKeyHeader,
     payments::{PaymentId, payment_not_found},
     problem::{ProblemBody, ShopError},
@@ -100,4 +113,72 @@ pub async fn send_receipt(
     };
     shop.mailer().send(&receipt);
     Ok((StatusCode::ACCEPTED, Json(receipt)))
+}
+
+/// Writes the receipt of a payment, once per payment: the `shop.payments.created` consumer.
+///
+/// Keyed on the payment's id inside the event (`/paymentId`), not on the message id: two
+/// publications of one payment are one key. `lease = "10s"` fits the consumer's 30 s
+/// `AckWait`; `ttl = "24h"` is as long as the stream keeps an event.
+#[idempotent(key = json("/paymentId"), lease = "10s", ttl = "24h")]
+pub async fn write_receipt(
+    State(shop): State<Shop>,
+    mut tx: Tx,
+    Json(event): Json<PaymentCreated>,
+) -> Result<(), MessageError> {
+    let receipt = PaymentReceipt {
+        id: new_id("rcpt"),
+        payment_id: event.payment_id,
+        amount: event.amount,
+        currency: event.currency,
+        created: now(),
+    };
+    shop.ledger()
+        .insert_receipt(&mut tx, &event.owner, &receipt)
+        .await
+        .map_err(|error| {
+            MessageError::retry(format!("the receipt could not be written: {error:?}"))
+        })?;
+    tracing::info!(payment = %receipt.payment_id, receipt = %receipt.id, "receipt written");
+    Ok(())
+}
+
+/// Runs the receipts consumer until `shutdown` completes: 8 messages at a time.
+pub async fn run_receipts(
+    events: Events,
+    shop: Shop,
+    idem: Idempotency,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunnerError> {
+    let consumer = events
+        .receipts_consumer()
+        .await
+        .map_err(RunnerError::Broker)?;
+    let source = JetStream::new(events.context().clone(), consumer).batch(8);
+    Runner::new(idem, write_receipt.with_state(shop))
+        .concurrency(8)
+        .run(source, shutdown)
+        .await
+}
+
+/// Lists the caller's payment receipts, oldest first.
+///
+/// A receipt is written by the receipts consumer shortly after its payment (with
+/// `SHOP_NATS_URL`); without a broker the list stays empty.
+#[utoipa::path(
+    get,
+    path = "/receipts",
+    tag = "payments",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The caller's receipts", body = ReceiptList),
+        (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_receipts(
+    State(shop): State<Shop>,
+    user: User,
+) -> Result<Json<ReceiptList>, ShopError> {
+    let items = shop.ledger().receipts(user.id()).await?;
+    Ok(Json(ReceiptList { items }))
 }

@@ -14,6 +14,7 @@ async fn start(vars: &[(&str, &str)]) -> (Child, BufReader<ChildStdout>, String)
     let mut command = Command::new(env!("CARGO_BIN_EXE_shop"));
     command
         .env_remove("IDEM_STORE")
+        .env_remove("SHOP_NATS_URL")
         .env("SHOP_ADDR", "127.0.0.1:0")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -193,4 +194,118 @@ async fn the_binary_leaves_postgres_notices_out_of_its_default_logs() {
         assert!(!logs.contains("already exists"), "{logs}");
         assert!(!logs.contains('\u{1b}'), "{logs:?}");
     }
+}
+
+/// A `nats-server -js` of the test's own, on a free port; `None` (said on stderr) when the
+/// machine has none.
+struct NatsServer {
+    child: Child,
+    url: String,
+    dir: std::path::PathBuf,
+}
+
+impl NatsServer {
+    async fn start() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("shop-nats-{port}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let Ok(child) = Command::new("nats-server")
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string()])
+            .arg("-sd")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+        else {
+            eprintln!("skipped: `nats-server` is not on PATH");
+            return None;
+        };
+        let url = format!("127.0.0.1:{port}");
+        for _ in 0..500 {
+            if tokio::net::TcpStream::connect(&url).await.is_ok() {
+                return Some(Self {
+                    child,
+                    url: format!("nats://{url}"),
+                    dir,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("nats-server did not come up");
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the README shows: with `SHOP_NATS_URL`, a payment is published on
+/// `shop.payments.created` of the stream `SHOP`, and `GET /receipts` lists its receipt.
+#[tokio::test]
+async fn with_a_broker_each_payment_gets_one_receipt() {
+    let Some(nats) = NatsServer::start().await else {
+        return;
+    };
+    let (mut child, mut stdout, address) = start(&[("SHOP_NATS_URL", &nats.url)]).await;
+    let mut banner = String::new();
+    while !banner.ends_with("\n\n") {
+        stdout.read_line(&mut banner).await.unwrap();
+    }
+    assert!(banner.contains("shop.payments.created"), "{banner}");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let pay = || {
+        client
+            .post(format!("{address}/payments"))
+            .bearer_auth("carol")
+            .header("idempotency-key", "binary-test-payment")
+            .json(&json!({ "amount": 9800, "currency": "JPY" }))
+            .send()
+    };
+    let payment: serde_json::Value = pay().await.unwrap().json().await.unwrap();
+    let replayed = pay().await.unwrap();
+    assert_eq!(replayed.headers()["idempotent-replayed"], "true");
+    let mut receipts = Vec::new();
+    for _ in 0..500 {
+        let list: serde_json::Value = client
+            .get(format!("{address}/receipts"))
+            .bearer_auth("carol")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        receipts = list["items"].as_array().unwrap().clone();
+        if !receipts.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts[0]["paymentId"], payment["id"]);
+
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the shop exits")
+        .unwrap();
+    assert!(status.success(), "{status}");
 }

@@ -22,11 +22,11 @@ use crate::{flow::Endpoint, replay::NoStore};
 /// runs after the claim, so that a replay does not pay for parsing a body it will not use;
 /// its rejection (bad JSON, a failed validation) releases the key, and the client may fix the
 /// body and retry the key.
-pub(super) struct Annotated<F, S, M> {
-    pub(super) call: F,
-    pub(super) state: S,
-    pub(super) last_runs_on_replay: bool,
-    pub(super) marker: PhantomData<fn() -> M>,
+pub(crate) struct Annotated<F, S, M> {
+    pub(crate) call: F,
+    pub(crate) state: S,
+    pub(crate) last_runs_on_replay: bool,
+    pub(crate) marker: PhantomData<fn() -> M>,
 }
 
 impl<F, S, M> Endpoint for Annotated<F, S, M>

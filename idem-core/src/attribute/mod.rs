@@ -21,7 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 pub(crate) mod arguments;
-mod endpoint;
+pub(crate) mod endpoint;
 pub(crate) mod handler;
 pub(crate) mod last_argument;
 

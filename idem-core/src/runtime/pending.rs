@@ -37,6 +37,12 @@ impl Idempotency {
     ) -> Option<ClaimOutcome> {
         self.pending().outcome(key, fingerprint)
     }
+
+    /// Whether this process keeps `key`'s result until the store takes it: the result exists
+    /// nowhere else yet. A message is not acknowledged meanwhile.
+    pub(crate) fn awaits_store(&self, key: &StoreKey) -> bool {
+        self.pending().contains(key)
+    }
 }
 
 /// The results this process keeps until the store takes them.
@@ -97,6 +103,11 @@ impl Pending {
                 stored_algorithm: Some(record.fingerprint.algorithm()),
             }
         })
+    }
+
+    /// Whether a copy of `key` is kept.
+    fn contains(&self, key: &StoreKey) -> bool {
+        self.count.load(Ordering::SeqCst) != 0 && self.lock().contains_key(key)
     }
 
     /// How many results are waiting for the store.

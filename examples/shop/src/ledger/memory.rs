@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::RefundOutcome;
-use crate::model::{Payment, Refund, Transfer};
+use crate::model::{Payment, PaymentReceipt, Refund, Transfer};
 
 /// Payments, refunds and transfers in memory, each with its owner.
 #[derive(Clone, Debug, Default)]
@@ -16,6 +16,7 @@ struct Data {
     payments: Vec<(String, Payment)>,
     refunds: Vec<Refund>,
     transfers: Vec<(String, Transfer)>,
+    receipts: Vec<(String, PaymentReceipt)>,
 }
 
 impl MemoryLedger {
@@ -31,6 +32,16 @@ impl MemoryLedger {
         self.data()
             .payments
             .push((owner.to_owned(), payment.clone()));
+    }
+
+    pub(super) fn insert_receipt(&self, owner: &str, receipt: &PaymentReceipt) {
+        self.data()
+            .receipts
+            .push((owner.to_owned(), receipt.clone()));
+    }
+
+    pub(super) fn receipts(&self, owner: &str) -> Vec<PaymentReceipt> {
+        owned(&self.data().receipts, owner)
     }
 
     pub(super) fn payments(&self, owner: &str) -> Vec<Payment> {

@@ -17,7 +17,7 @@ use idem_core::extract::{Tx, TxError};
 
 pub use self::{memory::MemoryLedger, postgres::PostgresLedger};
 use crate::{
-    model::{Payment, Refund, Transfer},
+    model::{Payment, PaymentReceipt, Refund, Transfer},
     problem::{ShopProblem, ShopProblemKind},
 };
 
@@ -109,6 +109,30 @@ impl Ledger {
                 Ok(())
             }
             Self::Postgres(postgres) => postgres.insert_payment(tx, owner, payment).await,
+        }
+    }
+
+    /// Records the receipt of one of `owner`'s payments.
+    pub async fn insert_receipt(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        receipt: &PaymentReceipt,
+    ) -> Result<(), LedgerError> {
+        match self {
+            Self::Memory(memory) => {
+                memory.insert_receipt(owner, receipt);
+                Ok(())
+            }
+            Self::Postgres(postgres) => postgres.insert_receipt(tx, owner, receipt).await,
+        }
+    }
+
+    /// The payment receipts of `owner`, oldest first.
+    pub async fn receipts(&self, owner: &str) -> Result<Vec<PaymentReceipt>, LedgerError> {
+        match self {
+            Self::Memory(memory) => Ok(memory.receipts(owner)),
+            Self::Postgres(postgres) => postgres.receipts(owner).await,
         }
     }
 

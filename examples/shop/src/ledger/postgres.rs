@@ -5,7 +5,7 @@ use idem_core::extract::Tx;
 use sqlx::{PgPool, Postgres, postgres::PgRow};
 
 use super::{LedgerError, RefundOutcome};
-use crate::model::{Payment, Refund, Transfer};
+use crate::model::{Payment, PaymentReceipt, Refund, Transfer};
 
 /// The shop's tables. `seq` keeps the order in which rows were written.
 pub(super) const MIGRATION: &str = r#"
@@ -38,6 +38,16 @@ CREATE TABLE IF NOT EXISTS shop_transfers (
     created    bigint NOT NULL
 );
 CREATE INDEX IF NOT EXISTS shop_transfers_owner_idx ON shop_transfers (owner, seq);
+CREATE TABLE IF NOT EXISTS shop_receipts (
+    seq        bigint GENERATED ALWAYS AS IDENTITY,
+    id         text   PRIMARY KEY,
+    owner      text   NOT NULL,
+    payment_id text   NOT NULL,
+    amount     bigint NOT NULL,
+    currency   text   NOT NULL,
+    created    bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS shop_receipts_owner_idx ON shop_receipts (owner, seq);
 "#;
 
 const PAYMENT_COLUMNS: &str = "id, amount, currency, status, amount_refunded, created";
@@ -112,6 +122,49 @@ impl PostgresLedger {
         .execute(tx.conn().await?)
         .await?;
         Ok(())
+    }
+
+    pub(super) async fn insert_receipt(
+        &self,
+        tx: &mut Tx,
+        owner: &str,
+        receipt: &PaymentReceipt,
+    ) -> Result<(), LedgerError> {
+        sqlx::query(
+            "INSERT INTO shop_receipts (id, owner, payment_id, amount, currency, created) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&receipt.id)
+        .bind(owner)
+        .bind(&receipt.payment_id)
+        .bind(receipt.amount)
+        .bind(&receipt.currency)
+        .bind(receipt.created)
+        .execute(tx.conn().await?)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn receipts(&self, owner: &str) -> Result<Vec<PaymentReceipt>, LedgerError> {
+        let sql = "SELECT id, payment_id, amount, currency, created FROM shop_receipts \
+                   WHERE owner = $1 ORDER BY seq"
+            .to_owned();
+        let rows = query_rows::<(String, String, i64, String, i64)>(sql)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, payment_id, amount, currency, created)| PaymentReceipt {
+                    id,
+                    payment_id,
+                    amount,
+                    currency,
+                    created,
+                },
+            )
+            .collect())
     }
 
     pub(super) async fn payments(&self, owner: &str) -> Result<Vec<Payment>, LedgerError> {

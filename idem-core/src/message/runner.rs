@@ -1,0 +1,302 @@
+//! [`Runner`]: drives a broker's consumer through a message handler, N messages at a time,
+//! and stops gracefully.
+
+use std::{
+    future::Future,
+    pin::pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+use super::{
+    door::Door,
+    handler::MessageService,
+    key::MessageKeyError,
+    source::{BrokerError, MessageSource, Requirements},
+};
+use crate::{policy::Policy, runtime::Idempotency};
+
+/// Why a runner could not start, or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerError {
+    /// The handler's policy and the broker's settings cannot work together; the message
+    /// names the setting to change.
+    #[error("refused to start: {0}")]
+    Refused(String),
+    /// The handler's key source is not one.
+    #[error("the message key source is invalid: {0}")]
+    Key(#[from] MessageKeyError),
+    /// The broker could not be asked (its consumer or stream is missing, say).
+    #[error("the broker: {0}")]
+    Broker(#[source] BrokerError),
+}
+
+/// Runs a [`MessageService`] over a broker's consumer: each message goes through the same
+/// flow as an HTTP request (claim, handler, completion, or a replay), and is then acknowledged,
+/// delivered again later, or ended, as the [module docs](super#what-happens-to-a-message)
+/// tell.
+///
+/// ```no_run
+/// # #[cfg(feature = "nats")]
+/// # async fn run(
+/// #     context: async_nats::jetstream::Context,
+/// #     consumer: async_nats::jetstream::consumer::PullConsumer,
+/// # ) -> Result<(), idem_core::message::RunnerError> {
+/// use idem_core::{Idempotency, MemoryStore, idempotent};
+/// use idem_core::message::{MessageError, Runner, nats::JetStream};
+///
+/// #[idempotent(key = header("Nats-Msg-Id"))]
+/// async fn on_order_paid(axum::Json(event): axum::Json<serde_json::Value>) -> Result<(), MessageError> {
+///     println!("paid: {event}");
+///     Ok(())
+/// }
+///
+/// let idem = Idempotency::new(MemoryStore::default());
+/// Runner::new(idem.clone(), on_order_paid.stateless())
+///     .concurrency(16)
+///     .run(JetStream::new(context, consumer), async { let _ = tokio::signal::ctrl_c().await; })
+///     .await?;
+/// idem.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct Runner {
+    idem: Idempotency,
+    service: MessageService,
+    concurrency: usize,
+    settings: Settings,
+    stats: RunnerStats,
+}
+
+/// How the runner treats failures.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Settings {
+    pub(super) max_attempts: u64,
+    pub(super) first_backoff: Duration,
+    pub(super) longest_backoff: Duration,
+}
+
+impl Settings {
+    /// The delay before the next attempt after `attempt` failed: doubling from the first
+    /// backoff, capped.
+    pub(super) fn backoff(&self, attempt: u64) -> Duration {
+        let doublings = u32::try_from(attempt.saturating_sub(1).min(20)).unwrap_or(20);
+        self.first_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.longest_backoff)
+    }
+}
+
+impl Runner {
+    /// The default number of messages handled at once.
+    pub const DEFAULT_CONCURRENCY: usize = 16;
+    /// The default number of deliveries after which a message whose handler keeps failing is
+    /// ended.
+    pub const DEFAULT_MAX_ATTEMPTS: u64 = 5;
+
+    /// A runner of `service` on the runtime `idem`.
+    pub fn new(idem: Idempotency, service: MessageService) -> Self {
+        Self {
+            idem,
+            service,
+            concurrency: Self::DEFAULT_CONCURRENCY,
+            settings: Settings {
+                max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
+                first_backoff: Duration::from_secs(1),
+                longest_backoff: Duration::from_secs(60),
+            },
+            stats: RunnerStats::default(),
+        }
+    }
+
+    /// How many messages are handled at once (16 by default, at least 1). The runner takes
+    /// the next message from the broker only when one of them is done.
+    pub fn concurrency(mut self, messages: usize) -> Self {
+        self.concurrency = messages.max(1);
+        self
+    }
+
+    /// After how many deliveries a message whose handler keeps failing (a retryable
+    /// `MessageError`, a 5xx, a panic) is ended instead of delivered again (5 by default, at
+    /// least 1). Deliveries that found the key in flight elsewhere, or the store down, count
+    /// as deliveries where the broker counts them (JetStream does).
+    pub fn max_attempts(mut self, deliveries: u64) -> Self {
+        self.settings.max_attempts = deliveries.max(1);
+        self
+    }
+
+    /// The delay before a failed message is delivered again: `first` after the first
+    /// delivery, doubling with each delivery, at most `longest` (1 s and 60 s by default).
+    pub fn backoff(mut self, first: Duration, longest: Duration) -> Self {
+        self.settings.first_backoff = first;
+        self.settings.longest_backoff = longest.max(first);
+        self
+    }
+
+    /// Counters of what the runner did with its messages, shared with the running runner.
+    pub fn stats(&self) -> RunnerStats {
+        self.stats.clone()
+    }
+
+    /// Checks the broker's settings, then handles messages until `shutdown` completes or the
+    /// consumer ends: at most [`concurrency`](Self::concurrency) at a time. At shutdown it
+    /// stops taking messages, lets the running ones finish, and settles each (their results
+    /// are stored before they are acknowledged). Call
+    /// [`Idempotency::shutdown`](crate::Idempotency::shutdown) after it, before the process
+    /// exits, for the store writes still being retried.
+    pub async fn run<S: MessageSource>(
+        self,
+        mut source: S,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), RunnerError> {
+        self.service.key().check()?;
+        let needs = requirements(&self.service.policy());
+        source.check(needs).await?;
+        let door = Door::new(
+            self.idem,
+            self.service,
+            &source.route(),
+            needs,
+            self.settings,
+            self.stats,
+        )?;
+        consume(source, Arc::new(door), self.concurrency, shutdown).await;
+        Ok(())
+    }
+}
+
+/// What a handler under `policy` needs of the broker.
+fn requirements(policy: &Policy) -> Requirements {
+    Requirements {
+        lease: policy.lease,
+        renew_every: (policy.lease / 3).max(Duration::from_millis(1)),
+        ttl: policy.ttl,
+    }
+}
+
+/// Takes deliveries from `source` through `door`, `concurrency` at a time, until `shutdown`
+/// completes or the consumer ends; then waits for the running ones, which the door lets
+/// finish and settle (a result waiting for the store is handed back instead).
+async fn consume<S: MessageSource>(
+    mut source: S,
+    door: Arc<Door>,
+    concurrency: usize,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let running = TaskTracker::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            permit = Arc::clone(&permits).acquire_owned() => permit.expect("never closed"),
+        };
+        let next = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            next = source.next() => next,
+        };
+        match next {
+            None => break,
+            Some(Ok(delivery)) => {
+                let door = Arc::clone(&door);
+                running.spawn(async move {
+                    door.process(delivery).await;
+                    drop(permit);
+                });
+            }
+            Some(Err(error)) => door.broker_failed(error).await,
+        }
+    }
+    door.stopping();
+    running.close();
+    running.wait().await;
+}
+
+/// What a runner did with its messages so far. Cheap to clone; clones share the counters.
+#[derive(Clone, Debug, Default)]
+pub struct RunnerStats {
+    counters: Arc<Counters>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    pub(super) completed: AtomicU64,
+    pub(super) duplicates: AtomicU64,
+    pub(super) deferred: AtomicU64,
+    pub(super) retried: AtomicU64,
+    pub(super) ended: AtomicU64,
+    pub(super) unsettled: AtomicU64,
+}
+
+impl RunnerStats {
+    /// Messages whose handler ran and whose result was stored, then acknowledged.
+    pub fn completed(&self) -> u64 {
+        self.counters.completed.load(Ordering::SeqCst)
+    }
+
+    /// Messages whose key was completed before: acknowledged without running the handler.
+    pub fn duplicates(&self) -> u64 {
+        self.counters.duplicates.load(Ordering::SeqCst)
+    }
+
+    /// Deliveries whose key was in flight elsewhere: handed back to be delivered later.
+    pub fn deferred(&self) -> u64 {
+        self.counters.deferred.load(Ordering::SeqCst)
+    }
+
+    /// Deliveries handed back after a failure that may pass (the handler's, or the store's).
+    pub fn retried(&self) -> u64 {
+        self.counters.retried.load(Ordering::SeqCst)
+    }
+
+    /// Messages ended without being handled: a poison message, a terminal failure, a failure
+    /// on the last attempt, a message without a key.
+    pub fn ended(&self) -> u64 {
+        self.counters.ended.load(Ordering::SeqCst)
+    }
+
+    /// Settlements (ack, redelivery, end) the broker did not confirm.
+    pub fn unsettled(&self) -> u64 {
+        self.counters.unsettled.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) {
+        counter(&self.counters).fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_cap() {
+        let settings = Settings {
+            max_attempts: 5,
+            first_backoff: Duration::from_secs(1),
+            longest_backoff: Duration::from_secs(60),
+        };
+        let delays: Vec<u64> = (1..=8)
+            .map(|attempt| settings.backoff(attempt).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(settings.backoff(u64::MAX), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_lease_is_renewed_every_third() {
+        let needs = requirements(&Policy::new().lease(Duration::from_secs(9)));
+        assert_eq!(needs.renew_every, Duration::from_secs(3));
+        assert_eq!(needs.ttl, Policy::DEFAULT_TTL);
+    }
+}
