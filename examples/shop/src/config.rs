@@ -68,8 +68,9 @@ environment:
                           published on shop.payments.created (stream SHOP, created when
                           missing) and a receipts consumer writes one receipt per payment
                           (default: no broker, no receipts)
-  RUST_LOG                log filter (default info,sqlx::postgres::notice=warn;
-                          RUST_LOG=info shows PostgreSQL's notices too)
+  RUST_LOG                log filter (default info,sqlx::postgres::notice=warn,
+                          async_nats=warn; RUST_LOG=info shows PostgreSQL's notices and
+                          the NATS client's connection events too)
 ";
 
 /// Everything the binary needs to start.

@@ -14,8 +14,8 @@ use tracing_subscriber::EnvFilter;
 /// The log filter when `RUST_LOG` is unset. PostgreSQL's notices, such as "relation
 /// \"shop_payments\" already exists, skipping" each time the shop creates its tables at start,
 /// reach sqlx at its INFO level, where they would crowd the start-up: they are shown from
-/// WARN up. `RUST_LOG=info` shows them too.
-const DEFAULT_LOG_FILTER: &str = "info,sqlx::postgres::notice=warn";
+/// WARN up, and so are the NATS client's connection events. `RUST_LOG=info` shows them too.
+const DEFAULT_LOG_FILTER: &str = "info,sqlx::postgres::notice=warn,async_nats=warn";
 
 #[tokio::main]
 async fn main() -> ExitCode {
