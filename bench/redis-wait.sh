@@ -84,13 +84,13 @@ port=$((base_port + 2))
 for entry in "${servers[@]}"; do
   IFS='|' read -r name label replicas <<<"$entry"
   addr="127.0.0.1:$port"
-  BENCH_WORKERS=1 BENCH_REDIS_URL="redis://127.0.0.1:$primary" BENCH_REDIS_WAIT_REPLICAS=$replicas \
+  BENCH_WORKERS=1 BENCH_CONFIG=global BENCH_REDIS_URL="redis://127.0.0.1:$primary" BENCH_REDIS_WAIT_REPLICAS=$replicas \
     BENCH_REDIS_WAIT_TIMEOUT_MS=100 "${pin_server[@]}" target/release/idem-bench layer "$addr" \
     >"$work/$name.log" 2>&1 &
   pid_of[$name]=$!
   pids+=("$!")
   url_of[$name]="http://$addr" label_of[$name]=$label
-  echo "BENCH_WORKERS=1 BENCH_REDIS_URL=redis://127.0.0.1:PRIMARY BENCH_REDIS_WAIT_REPLICAS=$replicas BENCH_REDIS_WAIT_TIMEOUT_MS=100 ${pin_server[*]:+${pin_server[*]} }target/release/idem-bench layer 127.0.0.1:PORT" >>"$work/commands"
+  echo "BENCH_WORKERS=1 BENCH_CONFIG=global BENCH_REDIS_URL=redis://127.0.0.1:PRIMARY BENCH_REDIS_WAIT_REPLICAS=$replicas BENCH_REDIS_WAIT_TIMEOUT_MS=100 ${pin_server[*]:+${pin_server[*]} }target/release/idem-bench layer 127.0.0.1:PORT" >>"$work/commands"
   port=$((port + 1))
 done
 

@@ -5,9 +5,18 @@
 # (fresh keys / bare, replay / bare, p99 fresh, server CPU µs per fresh request), every run
 # behind it, the load average at start and end, and the commands that reproduce it.
 #
+# Two configurations, each its own interleaved run and its own tables:
+# - `user`, first: keys scoped to the caller, whom a principal resolver reads from the
+#   `Authorization` header (the peer `idempotent` scopes by the same header with its scope
+#   closure), records in `MemoryStore::default()`, which a run of fresh keys fills to its bound
+#   and then evicts from: the configuration a service runs;
+# - `global`: one key space, records in a store with room for every key of the run, so that
+#   neither the principal nor eviction is in the figures.
+#
 # Usage: bench/run.sh [seconds per run, default 10] [rounds, default 3] [connections, default 32]
-# Environment: BENCH_PEERS=0 leaves the peers out; BENCH_PORT (default 3100) is the first of
-# the five ports the servers listen on.
+# Environment: BENCH_PEERS=0 leaves the peers out; BENCH_CONFIGS (default "user global") the
+# configurations to run, in order; BENCH_PORT (default 3100) is the first of the five ports
+# the servers listen on.
 #
 # Each server is its own process with one tokio worker, pinned to core 0; wrk (one thread)
 # runs on core 1, so the two do not steal from each other. The scenarios are interleaved in
@@ -22,6 +31,7 @@ rounds=${2:-3}
 connections=${3:-32}
 base_port=${BENCH_PORT:-3100}
 with_peers=${BENCH_PEERS:-1}
+configs=${BENCH_CONFIGS:-user global}
 
 for tool in wrk curl; do
   if ! command -v "$tool" >/dev/null; then
@@ -38,8 +48,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-started=$(date -u '+%Y-%m-%d %H:%M UTC')
-load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo "bench: building idem-bench" >&2
 cargo build --release -q -p idem-bench
@@ -67,6 +75,19 @@ else
   echo "bench: fewer than 2 cores or no taskset: server and wrk are not pinned" >&2
 fi
 
+describe() { # config: what the configuration is, for the tables' heading
+  case $1 in
+    user) echo "scope user, the principal read from Authorization by a resolver, MemoryStore::default()" ;;
+    global) echo "scope global, a store with room for every key of the run" ;;
+    *) echo "unknown" ;;
+  esac
+}
+
+# Measures every server in one configuration and prints its tables.
+bench_config() {
+local config=$1 load_start started
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 # name | label in the table | command (the address is appended)
 servers=(
   "bare|bare handler|target/release/idem-bench bare"
@@ -80,19 +101,21 @@ if [ "$with_peers" != 0 ]; then
   )
 fi
 
-declare -A pid_of url_of label_of
+unset pid_of url_of label_of
+declare -gA pid_of url_of label_of
 names=()
+config_pids=()
 port=$base_port
 for entry in "${servers[@]}"; do
   IFS='|' read -r name label command <<<"$entry"
   addr="127.0.0.1:$port"
   # shellcheck disable=SC2086 # the command is words
-  BENCH_WORKERS=1 "${pin_server[@]}" $command "$addr" >"$work/$name.log" 2>&1 &
+  BENCH_WORKERS=1 BENCH_CONFIG=$config "${pin_server[@]}" $command "$addr" >"$work/$config-$name.log" 2>&1 &
   pid=$!
-  pids+=("$pid")
+  pids+=("$pid") config_pids+=("$pid")
   pid_of[$name]=$pid url_of[$name]="http://$addr" label_of[$name]=$label
   names+=("$name")
-  echo "$command $addr" >>"$work/commands"
+  echo "BENCH_CONFIG=$config $command $addr" >>"$work/$config-commands"
   port=$((port + 1))
 done
 for name in "${names[@]}"; do
@@ -103,6 +126,8 @@ for name in "${names[@]}"; do
 done
 
 body='{"amount":9800,"currency":"JPY","description":"order 4711, two items"}'
+# The caller of every request (bench/src/payment.rs): the `user` configuration's principal.
+authorization='Bearer client-0001'
 replay_key=one-key-for-every-replay
 # A ruts session id: 22 characters of unpadded base64url. axum-idempotent caches only for a
 # request that carries a session; the other servers ignore the cookie.
@@ -111,7 +136,7 @@ replay_session=${replay_session%?}A
 
 post() { # url key session: prints the status line and headers
   curl -s -D - -o /dev/null -X POST "$1/payments" -H 'Content-Type: application/json' \
-    -H "Idempotency-Key: $2" -H "Cookie: session=$3" -d "$body"
+    -H "Idempotency-Key: $2" -H "Authorization: $authorization" -H "Cookie: session=$3" -d "$body"
 }
 
 # Every server must answer what its scenario claims to measure: 201 for a fresh key, and a
@@ -160,6 +185,7 @@ request = function()
   local headers = {
     ["Content-Type"] = "application/json",
     ["Idempotency-Key"] = key,
+    ["Authorization"] = "Bearer client-0001",
     ["Cookie"] = "session=" .. session,
   }
   return wrk.format("POST", "/payments", headers, body)
@@ -187,7 +213,7 @@ measure() { # round phase name seconds keymode
     wrk -t1 -c"$connections" -d"${seconds}s" -s "$lua" "${url_of[$name]}" | awk '/^RESULT/')
   after=$(cpu_ticks "${pid_of[$name]}")
   if [ -z "$result" ]; then
-    echo "bench: wrk printed no result against $name (${url_of[$name]}); see $work/$name.log" >&2
+    echo "bench: wrk printed no result against $name (${url_of[$name]}); see $work/$config-$name.log" >&2
     exit 1
   fi
   # round phase server req/s p99-ms errors requests cpu-ticks
@@ -200,7 +226,7 @@ for name in "${measured[@]}"; do
 done
 
 echo "bench: $rounds round(s) of $(( ${#measured[@]} * 2 )) runs, ${duration}s each" >&2
-results="$work/results"
+results="$work/$config-results"
 for round in $(seq "$rounds"); do
   measure "$round" fresh bare "$duration" fresh >>"$results"
   for name in "${measured[@]}"; do
@@ -213,15 +239,16 @@ for round in $(seq "$rounds"); do
   echo "bench: round $round of $rounds done" >&2
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+for pid in "${config_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 
-labels="$work/labels"
+labels="$work/$config-labels"
 for name in "${measured[@]}"; do echo "$name ${label_of[$name]}" >>"$labels"; done
 
 echo
-echo "## Load benchmark, $started"
+echo "## Load benchmark, configuration \`$config\` ($(describe "$config")), $started"
 echo
 echo "wrk: 1 thread on core 1, $connections connections, ${duration}s per run, $rounds round(s);" \
-  "each server: 1 tokio worker on core 0. Load average (1, 5, 15 min): $load_start at start, $load_end at end."
+  "each server: 1 tokio worker on core 0. Load average (1, 5, 15 min): $load_start at the configuration's start, $load_end at its end."
 [ -z "$peers_note" ] || echo "Note: $peers_note."
 [ -z "$skipped_note" ] || echo "Note: $skipped_note"
 echo
@@ -310,12 +337,12 @@ echo '```text'
 cat "$results"
 echo '```'
 echo
-echo "To reproduce: bench/run.sh $duration $rounds $connections; it starts each server as"
+echo "To reproduce: BENCH_CONFIGS=$config bench/run.sh $duration $rounds $connections; it starts each server as"
 echo
 echo '```sh'
 while read -r command; do
   echo "BENCH_WORKERS=1 ${pin_server[*]:+${pin_server[*]} }$command"
-done <"$work/commands"
+done <"$work/$config-commands"
 echo '```'
 echo
 echo "and runs, once per scenario and server, with the Lua script it writes (BENCH_KEY=fresh: a new"
@@ -324,3 +351,12 @@ echo
 echo '```sh'
 echo "${pin_wrk[*]:+${pin_wrk[*]} }wrk -t1 -c$connections -d${duration}s -s scenario.lua http://127.0.0.1:PORT"
 echo '```'
+}
+
+for config in $configs; do
+  case $config in
+    user | global) ;;
+    *) echo "bench: unknown configuration \`$config\`; expected user or global" >&2; exit 2 ;;
+  esac
+  bench_config "$config"
+done

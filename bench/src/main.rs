@@ -5,15 +5,18 @@
 //! 127.0.0.1:3100. `BENCH_WORKERS` sets the number of tokio worker threads (default 1, so the
 //! load generator has the other core).
 //!
-//! The records are in a roomy `MemoryStore`, or with `BENCH_REDIS_URL=redis://...` in a
-//! `RedisStore` on that server (`bench/redis-wait.sh`), which waits for
+//! `BENCH_CONFIG` chooses the configuration: `user` (the default) scopes keys to the caller,
+//! whom a principal resolver reads from `Authorization`, and keeps records in
+//! `MemoryStore::default()`, bounded, as a service would run it; `global` scopes every key
+//! globally and keeps records in a roomy `MemoryStore` that never evicts during a run. With
+//! `BENCH_REDIS_URL=redis://...` the records are in a `RedisStore` on that server instead (`bench/redis-wait.sh`), which waits for
 //! `BENCH_REDIS_WAIT_REPLICAS` replicas (default: none, asynchronous) for at most
 //! `BENCH_REDIS_WAIT_TIMEOUT_MS` (default 100) after each claim and completion.
 
 use std::time::Duration;
 
-use idem_bench::server::{Server, roomy_store};
-use idem_core::{RedisStore, store::redis::Durability};
+use idem_bench::server::{Scoping, Server, roomy_store};
+use idem_core::{MemoryStore, RedisStore, store::redis::Durability};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -22,6 +25,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("usage: idem-bench SERVER [ADDR]; SERVER is `bare`, `layer` or `attribute`")?
         .parse()?;
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:3100".to_owned());
+    let scoping: Scoping = match std::env::var("BENCH_CONFIG") {
+        Ok(name) => name.parse()?,
+        Err(_) => Scoping::User,
+    };
     let workers = match std::env::var("BENCH_WORKERS") {
         Ok(workers) => workers.parse()?,
         Err(_) => 1,
@@ -32,8 +39,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     runtime.block_on(async {
         let app = match std::env::var("BENCH_REDIS_URL") {
-            Ok(url) => server.router(redis_store(&url).await?),
-            Err(_) => server.router(roomy_store()),
+            Ok(url) => server.router(scoping, redis_store(&url).await?),
+            Err(_) => match scoping {
+                Scoping::User => server.router(scoping, MemoryStore::default()),
+                Scoping::Global => server.router(scoping, roomy_store()),
+            },
         };
         let listener = tokio::net::TcpListener::bind(&addr).await?;
         println!("idem-bench {server} listening on {addr}");

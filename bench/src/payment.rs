@@ -26,6 +26,10 @@ pub const PATH: &str = "/payments";
 /// The request body the benchmarks send: a small payment, 70 bytes of JSON.
 pub const BODY: &str = r#"{"amount":9800,"currency":"JPY","description":"order 4711, two items"}"#;
 
+/// The credentials every benchmark request carries: the caller whose keys the `user`
+/// configuration scopes them to (the other servers ignore it).
+pub const AUTHORIZATION: &str = "Bearer client-0001";
+
 /// A payment as the client asks for it.
 #[derive(Debug, Deserialize)]
 pub struct NewPayment {

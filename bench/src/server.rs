@@ -3,9 +3,15 @@
 
 use std::{fmt, str::FromStr};
 
-use axum::{Extension, Json, Router, extract::State, response::Response, routing::post};
+use axum::{
+    Extension, Json, Router,
+    extract::State,
+    http::{header::AUTHORIZATION, request::Parts},
+    response::Response,
+    routing::post,
+};
 use idem_core::{
-    Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope, idempotent, store::Store,
+    Idempotency, IdempotencyLayer, MemoryStore, Policy, Principal, Scope, idempotent, store::Store,
 };
 
 use crate::payment::{self, Ledger, NewPayment};
@@ -15,9 +21,9 @@ use crate::payment::{self, Ledger, NewPayment};
 pub enum Server {
     /// The handler alone, without idempotency.
     Bare,
-    /// The handler under [`IdempotencyLayer`], with a global scope.
+    /// The handler under [`IdempotencyLayer`].
     Layer,
-    /// The handler annotated with `#[idempotent(scope = "global")]`.
+    /// The handler annotated with `#[idempotent(scope = ...)]`.
     Attribute,
 }
 
@@ -34,39 +40,102 @@ impl Server {
         }
     }
 
-    /// The router of this server, its records in `store` (unused by [`Server::Bare`]): a
-    /// [`roomy_store`] or [`bounded_store`], or a `RedisStore` (see `idem-bench`).
+    /// The router of this server, its keys scoped as `scoping` says and its records in
+    /// `store` (both unused by [`Server::Bare`]): [`Scoping::User`] with
+    /// `MemoryStore::default()` is the configuration a service would run, [`Scoping::Global`]
+    /// with a [`roomy_store`] the one that leaves the principal and eviction out.
     ///
     /// ```
-    /// use idem_bench::server::{Server, roomy_store};
+    /// use idem_bench::server::{Scoping, Server};
+    /// use idem_core::MemoryStore;
     ///
-    /// let app: axum::Router = Server::Layer.router(roomy_store());
+    /// let app: axum::Router = Server::Layer.router(Scoping::User, MemoryStore::default());
     /// # drop(app);
     /// ```
-    pub fn router(self, store: impl Store) -> Router {
+    pub fn router(self, scoping: Scoping, store: impl Store) -> Router {
         let ledger = Ledger::default();
-        match self {
-            Server::Bare => Router::new()
+        let idem = || scoping.runtime(store);
+        match (self, scoping) {
+            (Server::Bare, _) => Router::new()
                 .route(payment::PATH, post(payment::create_payment))
                 .with_state(ledger),
-            Server::Layer => Router::new()
+            (Server::Layer, _) => Router::new()
                 .route(payment::PATH, post(payment::create_payment))
                 .with_state(ledger)
                 .layer(IdempotencyLayer::new(
-                    Idempotency::new(store),
-                    Policy::new().scope(Scope::Global),
+                    idem(),
+                    Policy::new().scope(scoping.scope()),
                 )),
-            Server::Attribute => Router::new()
-                .route(payment::PATH, post(annotated_payment))
+            (Server::Attribute, Scoping::User) => Router::new()
+                .route(payment::PATH, post(payment_of_user))
                 .with_state(ledger)
-                .layer(Extension(Idempotency::new(store))),
+                .layer(Extension(idem())),
+            (Server::Attribute, Scoping::Global) => Router::new()
+                .route(payment::PATH, post(global_payment))
+                .with_state(ledger)
+                .layer(Extension(idem())),
         }
     }
 }
 
-/// The same handler as [`payment::create_payment`], annotated.
+/// Whose keys a request's key is among, for the idem servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scoping {
+    /// `Scope::User`: the principal is the request's `Authorization` header, read by a
+    /// principal resolver (as a service behind bearer tokens would name its caller, and as the
+    /// peer's scope closure reads it), with no middleware of its own.
+    User,
+    /// `Scope::Global`: one key space for every client, no principal to find.
+    Global,
+}
+
+impl Scoping {
+    fn scope(self) -> Scope {
+        match self {
+            Scoping::User => Scope::User,
+            Scoping::Global => Scope::Global,
+        }
+    }
+
+    fn runtime(self, store: impl Store) -> Idempotency {
+        match self {
+            Scoping::User => Idempotency::builder(store)
+                .principal_resolver(principal_from_authorization)
+                .build(),
+            Scoping::Global => Idempotency::new(store),
+        }
+    }
+}
+
+/// The caller of a request: its `Authorization` header as it came.
+fn principal_from_authorization(_: &Scope, parts: &Parts) -> Option<Principal> {
+    let credentials = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    Some(Principal::new(credentials))
+}
+
+impl FromStr for Scoping {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "user" => Ok(Scoping::User),
+            "global" => Ok(Scoping::Global),
+            other => Err(format!(
+                "unknown configuration `{other}`; expected `user` or `global`"
+            )),
+        }
+    }
+}
+
+/// The same handler as [`payment::create_payment`], annotated, its keys the caller's.
+#[idempotent(scope = "user")]
+async fn payment_of_user(State(ledger): State<Ledger>, Json(new): Json<NewPayment>) -> Response {
+    payment::take_payment(&ledger, new)
+}
+
+/// The same handler, annotated, its keys in one space for every caller.
 #[idempotent(scope = "global")]
-async fn annotated_payment(State(ledger): State<Ledger>, Json(new): Json<NewPayment>) -> Response {
+async fn global_payment(State(ledger): State<Ledger>, Json(new): Json<NewPayment>) -> Response {
     payment::take_payment(&ledger, new)
 }
 

@@ -4,7 +4,10 @@
 //!
 //! `idem-bench-peers PEER [ADDR]`: PEER is `idempotent` (the crate `idempotent` 2.x) or
 //! `axum-idempotent` (0.6, on `ruts` sessions); ADDR defaults to 127.0.0.1:3200.
-//! `BENCH_WORKERS` sets the number of tokio worker threads (default 1).
+//! `BENCH_WORKERS` sets the number of tokio worker threads (default 1). `BENCH_CONFIG` is the
+//! configuration idem's servers run in: `user` (the default) scopes `idempotent`'s keys to the
+//! request's `Authorization` header, as idem's principal resolver does; `global` leaves them
+//! unscoped. `axum-idempotent` keeps its responses in the caller's session either way.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,13 +24,20 @@ use payment::{Ledger, PATH, create_payment};
 const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// `idempotent` 2.x: its tower layer over its in-memory store, the key required (as idem
-/// requires it), unscoped (idem's servers use the global scope), the completed TTL 24 hours
-/// (its default). Its store is an actor task, so this runs inside the runtime.
-fn idempotent_router() -> Result<Router, Box<dyn std::error::Error>> {
+/// requires it), scoped to the caller by its scope closure when `scoped` (as idem's `user`
+/// configuration scopes them) and unscoped otherwise, the completed TTL 24 hours (its
+/// default). Its store is an actor task, so this runs inside the runtime.
+fn idempotent_router(scoped: bool) -> Result<Router, Box<dyn std::error::Error>> {
     let store = idempotent::memory::MemoryStore::builder().try_build()?;
-    let layer = idempotent::middleware::IdempotencyLayer::new(store)
+    let mut layer = idempotent::middleware::IdempotencyLayer::new(store)
         .require_key(true)
         .completed_ttl(TTL);
+    if scoped {
+        layer = layer.scope(|parts| {
+            let credentials = parts.headers.get(axum::http::header::AUTHORIZATION)?;
+            credentials.to_str().ok().map(str::to_owned)
+        });
+    }
     Ok(Router::new()
         .route(PATH, post(create_payment))
         .with_state(Ledger::default())
@@ -66,6 +76,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .ok_or("usage: idem-bench-peers PEER [ADDR]; PEER is `idempotent` or `axum-idempotent`")?;
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:3200".to_owned());
+    let scoped = match std::env::var("BENCH_CONFIG").as_deref() {
+        Ok("user") | Err(_) => true,
+        Ok("global") => false,
+        Ok(other) => {
+            return Err(format!("unknown configuration `{other}`; expected `user` or `global`").into());
+        }
+    };
     let workers = match std::env::var("BENCH_WORKERS") {
         Ok(workers) => workers.parse()?,
         Err(_) => 1,
@@ -76,7 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     runtime.block_on(async {
         let app = match peer.as_str() {
-            "idempotent" => idempotent_router()?,
+            "idempotent" => idempotent_router(scoped)?,
             "axum-idempotent" => axum_idempotent_router(),
             other => {
                 return Err(format!(

@@ -11,6 +11,9 @@
 //!   `bare`;
 //! - REQUESTS: the length of the measured loop.
 //!
+//! `BENCH_CONFIG` scopes the idem servers' keys as `idem-bench` does: `user` (the default, the
+//! principal read from the `Authorization` header every request carries) or `global`.
+//!
 //! It prints one line of `name=value` pairs: the loop's allocations per request (counted by the
 //! global allocator below), its wall time per request, and the records the store keeps at the
 //! end (about BOUND for a full store: the proof that it evicted). Instructions are counted from
@@ -31,7 +34,7 @@ use axum::{
 };
 use idem_bench::{
     payment,
-    server::{Server, bounded_store, roomy_store},
+    server::{Scoping, Server, bounded_store, roomy_store},
 };
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Runtime;
@@ -137,6 +140,7 @@ impl Client {
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::CONTENT_LENGTH, payment::BODY.len())
             .header("idempotency-key", key)
+            .header(header::AUTHORIZATION, payment::AUTHORIZATION)
             .body(Body::from(payment::BODY))
             .expect("a valid request");
         let response = self
@@ -193,8 +197,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         roomy_store()
     };
     let records = store.clone();
+    let scoping: Scoping = match std::env::var("BENCH_CONFIG") {
+        Ok(name) => name.parse()?,
+        Err(_) => Scoping::User,
+    };
     let mut client = Client {
-        app: args.server.router(store),
+        app: args.server.router(scoping, store),
         server: args.server,
         next_key: 0,
     };
