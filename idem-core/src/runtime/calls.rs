@@ -39,6 +39,19 @@ impl Idempotency {
         }
     }
 
+    /// Completes a key on its own if the store can answer without waiting
+    /// ([`Store::complete_now`](crate::store::Store::complete_now)); `None` when the call has
+    /// to be awaited, through [`complete`](Self::complete).
+    pub(crate) fn complete_now(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        response: &StoredResponse,
+        ttl: Duration,
+    ) -> Option<Result<(), StoreError>> {
+        self.store().complete_now(key, token, response, ttl)
+    }
+
     /// Extends a lease ([`Store::renew`](crate::store::Store::renew)).
     pub(crate) async fn renew(
         &self,

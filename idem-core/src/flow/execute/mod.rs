@@ -129,9 +129,12 @@ impl Execution {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
-            let renewal = self
-                .idem
-                .renew(&self.key, self.lease.token, self.policy.lease);
+            // Boxed: a renewal (its store call and its timeout's timer) is rare, and laid out
+            // inline it would add 300 bytes to every request's future.
+            let renewal = Box::pin(
+                self.idem
+                    .renew(&self.key, self.lease.token, self.policy.lease),
+            );
             match renewal.await {
                 Ok(()) => {}
                 Err(StoreError::LeaseLost) => {

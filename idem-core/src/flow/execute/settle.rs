@@ -15,7 +15,27 @@ use crate::{
 
 impl Execution {
     /// Stores the handler's result or releases the key, and answers.
+    ///
+    /// The usual end, a result without a transaction that the store takes at once (the memory
+    /// store's completion), is settled without awaiting anything. Every other end is a future
+    /// of its own, boxed: laid out inline, its states (a commit, a rollback, a release, a
+    /// completion that waits for the store) would add about 3 KB to the request's future,
+    /// which is allocated and moved on every request, replays included.
     pub(super) async fn settle(self, finished: Finished) -> Response {
+        let finished = match finished {
+            Finished::Result(captured) if !self.context.transaction_begun() => {
+                match self.complete_at_once(captured) {
+                    Ok(response) => return response,
+                    Err(captured) => Finished::Result(captured),
+                }
+            }
+            finished => finished,
+        };
+        Box::pin(self.settle_waiting(finished)).await
+    }
+
+    /// [`settle`](Self::settle), for the ends that wait for the store or a transaction.
+    async fn settle_waiting(self, finished: Finished) -> Response {
         match finished {
             Finished::Result(captured) => self.complete(captured).await,
             Finished::Unfinished(unfinished) => self.stream(unfinished),
@@ -75,14 +95,37 @@ impl Execution {
         true
     }
 
+    /// Completes a storable record with a store that answers at once, and answers with the
+    /// response; gives the capture back when the store would have to be awaited, or the
+    /// record cannot be stored.
+    fn complete_at_once(&self, captured: Captured) -> Result<Response, Captured> {
+        if captured.record.check_encodable().is_err() {
+            return Err(captured);
+        }
+        let (key, token, ttl) = (&self.key, self.lease.token, self.policy.ttl);
+        match self.idem.complete_now(key, token, &captured.record, ttl) {
+            Some(completion) => {
+                self.completed(completion, captured.record);
+                Ok(captured.response)
+            }
+            None => Err(captured),
+        }
+    }
+
     /// Completes the record on its own. If the store does not take it, the result stays
     /// pending in this process and the completion goes on in the background: the operation
     /// ran, and its caller gets the result now.
     pub(super) async fn complete_on_its_own(&self, record: StoredResponse) {
         let completion = self
             .idem
-            .complete(&self.key, self.lease.token, &record, self.policy.ttl);
-        match completion.await {
+            .complete(&self.key, self.lease.token, &record, self.policy.ttl)
+            .await;
+        self.completed(completion, record);
+    }
+
+    /// What the store's answer to a completion on its own leaves to do.
+    fn completed(&self, completion: Result<(), StoreError>, record: StoredResponse) {
+        match completion {
             Ok(()) => self.record(Outcome::Completed, &record.status()),
             Err(StoreError::LeaseLost) => self.record(
                 Outcome::Fenced,
