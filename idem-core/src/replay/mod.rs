@@ -216,13 +216,21 @@ impl StoredResponse {
         self,
         problem: impl FnOnce(ProblemKind, String) -> Problem,
     ) -> Response {
-        // A record the store shares (the memory store's) is copied; one of its own (decoded
-        // from a shared store's bytes) is moved.
-        let Record {
-            status,
-            headers,
-            body,
-        } = Arc::unwrap_or_clone(self.0);
+        // A record of its own (decoded from a shared store's bytes) is moved; one the store
+        // shares (the memory store's) is copied into a map with room for the marker, where a
+        // copy of the map would be full and grow (reallocate and rehash) to take it.
+        let (status, headers, body) = match Arc::try_unwrap(self.0) {
+            Ok(Record {
+                status,
+                headers,
+                body,
+            }) => (status, headers, body),
+            Err(shared) => (
+                shared.status,
+                copy_with_room_for_one(&shared.headers),
+                shared.body.clone(),
+            ),
+        };
         let mut response = match body {
             Some(body) => {
                 let mut response = Response::new(Body::from(body));
@@ -245,6 +253,15 @@ impl StoredResponse {
             .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
         response
     }
+}
+
+/// A copy of `headers`, every value in its order, with room for one more name.
+fn copy_with_room_for_one(headers: &HeaderMap) -> HeaderMap {
+    let mut copy = HeaderMap::with_capacity(headers.keys_len() + 1);
+    for (name, value) in headers {
+        copy.append(name.clone(), value.clone());
+    }
+    copy
 }
 
 impl PartialEq for StoredResponse {
@@ -294,6 +311,25 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&body[..], b"{\"id\":7}");
+    }
+
+    #[test]
+    fn a_shared_record_replays_every_header_in_order_and_stays_as_it_was() {
+        let mut headers = HeaderMap::new();
+        headers.append("x-multi", HeaderValue::from_static("a"));
+        headers.insert(header::LOCATION, HeaderValue::from_static("/payments/7"));
+        headers.append("x-multi", HeaderValue::from_static("b"));
+        let stored = StoredResponse::new(StatusCode::CREATED, headers.clone(), Bytes::new());
+        // The memory store keeps the record and replays a shared copy of it.
+        let kept = stored.clone();
+
+        let replay = stored.into_replay();
+        let mut expected = headers.clone();
+        expected.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        assert_eq!(replay.headers(), &expected);
+        let multi: Vec<_> = replay.headers().get_all("x-multi").iter().collect();
+        assert_eq!(multi, ["a", "b"]);
+        assert_eq!(kept.headers(), &headers, "the kept record has no marker");
     }
 
     #[tokio::test]
