@@ -8,14 +8,18 @@
 //! `BENCH_CONFIG` chooses the configuration: `user` (the default) scopes keys to the caller,
 //! whom a principal resolver reads from `Authorization`, and keeps records in
 //! `MemoryStore::default()`, bounded, as a service would run it; `global` scopes every key
-//! globally and keeps records in a roomy `MemoryStore` that never evicts during a run. With
-//! `BENCH_REDIS_URL=redis://...` the records are in a `RedisStore` on that server instead (`bench/redis-wait.sh`), which waits for
+//! globally and keeps records in a roomy `MemoryStore` that never evicts during a run.
+//!
+//! With `BENCH_STORE_ENTRIES=N` the records are in a `MemoryStore` bounded at N records
+//! instead: the store's size measured apart from the flow (a store of a few thousand records
+//! stays in the CPU's caches, one of 100,000 does not). With `BENCH_REDIS_URL=redis://...`
+//! they are in a `RedisStore` on that server (`bench/redis-wait.sh`), which waits for
 //! `BENCH_REDIS_WAIT_REPLICAS` replicas (default: none, asynchronous) for at most
 //! `BENCH_REDIS_WAIT_TIMEOUT_MS` (default 100) after each claim and completion.
 
 use std::time::Duration;
 
-use idem_bench::server::{Scoping, Server, roomy_store};
+use idem_bench::server::{Scoping, Server, bounded_store, roomy_store};
 use idem_core::{MemoryStore, RedisStore, store::redis::Durability};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,6 +44,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     runtime.block_on(async {
         let app = match std::env::var("BENCH_REDIS_URL") {
             Ok(url) => server.router(scoping, redis_store(&url).await?),
+            Err(_) if std::env::var_os("BENCH_STORE_ENTRIES").is_some() => {
+                let entries = std::env::var("BENCH_STORE_ENTRIES")?.parse()?;
+                server.router(scoping, bounded_store(entries))
+            }
             Err(_) => match scoping {
                 Scoping::User => server.router(scoping, MemoryStore::default()),
                 Scoping::Global => server.router(scoping, roomy_store()),
