@@ -15,8 +15,8 @@
 #
 # Usage: bench/run.sh [seconds per run, default 10] [rounds, default 3] [connections, default 32]
 # Environment: BENCH_PEERS=0 leaves the peers out; BENCH_CONFIGS (default "user global") the
-# configurations to run, in order; BENCH_PORT (default 3100) is the first of the five ports
-# the servers listen on.
+# configurations to run, in order; BENCH_PORT (default 3100) is the first of the ports the
+# servers listen on (five per configuration, the next configuration's ten above).
 #
 # Each server is its own process with one tokio worker, pinned to core 0; wrk (one thread)
 # runs on core 1, so the two do not steal from each other. The scenarios are interleaved in
@@ -105,7 +105,8 @@ unset pid_of url_of label_of
 declare -gA pid_of url_of label_of
 names=()
 config_pids=()
-port=$base_port
+# Each configuration's servers on ports of their own.
+port=$((base_port + 10 * config_number))
 for entry in "${servers[@]}"; do
   IFS='|' read -r name label command <<<"$entry"
   addr="127.0.0.1:$port"
@@ -239,7 +240,10 @@ for round in $(seq "$rounds"); do
   echo "bench: round $round of $rounds done" >&2
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+# Stopped and waited for, so that no server of this configuration still answers on a port
+# when the next one checks its servers.
 for pid in "${config_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+for pid in "${config_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 
 labels="$work/$config-labels"
 for name in "${measured[@]}"; do echo "$name ${label_of[$name]}" >>"$labels"; done
@@ -353,10 +357,12 @@ echo "${pin_wrk[*]:+${pin_wrk[*]} }wrk -t1 -c$connections -d${duration}s -s scen
 echo '```'
 }
 
+config_number=0
 for config in $configs; do
   case $config in
     user | global) ;;
     *) echo "bench: unknown configuration \`$config\`; expected user or global" >&2; exit 2 ;;
   esac
   bench_config "$config"
+  config_number=$((config_number + 1))
 done
