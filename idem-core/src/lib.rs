@@ -130,6 +130,7 @@
 
 #[doc(hidden)]
 pub mod __private;
+mod annotated;
 mod attribute;
 mod context;
 pub mod extract;

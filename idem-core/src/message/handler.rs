@@ -17,7 +17,7 @@ use http::request::Parts;
 
 use super::key::MessageKey;
 use crate::{
-    attribute::{Idempotent, arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn},
+    annotated::{Idempotent, arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn},
     flow::{self, Endpoint, RequestFuture},
     policy::Policy,
     runtime::Idempotency,
@@ -177,7 +177,7 @@ impl fmt::Debug for MessageService {
     }
 }
 
-/// The message door's [`Endpoint`]: the attribute's, which also notes whether the handler
+/// The message door's [`Endpoint`]: an annotated handler's, which also notes whether the handler
 /// was called, so that the runner can tell a refusal from a result.
 struct Observed<E> {
     inner: E,

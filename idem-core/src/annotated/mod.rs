@@ -1,18 +1,18 @@
-//! The `#[idempotent]` door: an annotated axum handler, taken through the runtime's flow.
+//! An annotated handler, whichever door it is called through: what `#[idempotent]` makes of
+//! an async function, and the machinery both of its doors share, the HTTP one
+//! ([`attribute`](crate::attribute), an axum handler) and the message one
+//! ([`message`](crate::message), a broker's consumer).
 //!
 //! An annotated handler becomes a constant of type [`Idempotent<F>`], where `F` is a `fn`
 //! pointer type: the handler's argument types and its output, boxed
-//! (`fn(State<Db>, Json<New>) -> HandlerFuture<Payment>`). [`Idempotent`] implements axum's
-//! `Handler`, so the route names it as before (`post(create_payment)`), and axum checks the
-//! extractors against the router's state where the route is added, as it does for a plain
-//! handler. It also dereferences to `F`, so a test calls it as it would call the function:
-//! `create_payment(State(db), Json(new)).await`.
+//! (`fn(State<Db>, Json<New>) -> HandlerFuture<Payment>`). It dereferences to `F`, so a test
+//! calls it as it would call the function: `create_payment(State(db), Json(new)).await`.
 //!
 //! - [`handler`]: the handler's boxed future, and calling it through its `fn` pointer.
 //! - [`arguments`]: extracting its arguments in two steps around the claim of the key.
 //! - [`last_argument`]: whether its last argument is a guard that runs before every replay.
-//! - [`endpoint`]: the attribute's [`Endpoint`](crate::flow::Endpoint), what it supplies to
-//!   the flow.
+//! - [`endpoint`]: the annotated handler's [`Endpoint`](crate::flow::Endpoint), what it
+//!   supplies to the flow.
 //!
 //! Nothing here is public API: the expansion names these items through `__private`.
 
@@ -25,22 +25,9 @@ pub(crate) mod endpoint;
 pub(crate) mod handler;
 pub(crate) mod last_argument;
 
-use std::{fmt, marker::PhantomData, ops::Deref};
+use std::{fmt, ops::Deref};
 
-use axum::{
-    extract::Request,
-    handler::Handler,
-    response::{IntoResponse, Response},
-};
-
-use self::{arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn};
-use crate::{
-    flow::{self, RequestFuture},
-    policy::Policy,
-    problem::{Problem, ProblemKind},
-    runtime::Idempotency,
-    scope::Route,
-};
+use crate::policy::Policy;
 
 /// An annotated handler: its policy and its original body, called through the `fn` pointer
 /// `F`.
@@ -103,46 +90,4 @@ impl<F> fmt::Debug for Idempotent<F> {
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
-}
-
-/// The marker that keeps [`Idempotent`]'s `Handler` impl apart from axum's own.
-#[derive(Debug)]
-pub struct Marker<M>(PhantomData<M>);
-
-impl<S, M, F> Handler<Marker<M>, S> for Idempotent<F>
-where
-    S: Clone + Send + Sync + 'static,
-    F: HandlerFn,
-    F::Args: FromRequestArgs<S, M>,
-    M: 'static,
-{
-    type Future = RequestFuture;
-
-    fn call(self, request: Request, state: S) -> Self::Future {
-        let Some(idem) = request.extensions().get::<Idempotency>().cloned() else {
-            let refusal = not_installed(&request);
-            return RequestFuture::cancellable(async move { refusal });
-        };
-        let endpoint = Annotated {
-            call: self.call,
-            state,
-            last_runs_on_replay: self.last_runs_on_replay(),
-            marker: PhantomData,
-        };
-        flow::start(idem, self.policy, request, endpoint)
-    }
-}
-
-fn not_installed(request: &Request) -> Response {
-    let route = Route::of(request.extensions(), request.uri());
-    tracing::error!(
-        route = route.as_str(),
-        "#[idempotent] handler called without the idempotency runtime: add \
-         `.layer(axum::Extension(idempotency))` to the router"
-    );
-    Problem::new(
-        ProblemKind::Misconfigured,
-        "the idempotency runtime is not installed on this service",
-    )
-    .into_response()
 }

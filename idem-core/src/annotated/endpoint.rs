@@ -1,4 +1,4 @@
-//! The attribute's [`Endpoint`]: the checks an annotated handler's extractors make, and how
+//! An annotated handler's [`Endpoint`]: the checks its extractors make, and how
 //! the handler is called.
 
 use std::{future::Future, marker::PhantomData};
@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{flow::Endpoint, replay::NoStore};
 
-/// An annotated handler with its state: the attribute's [`Endpoint`].
+/// An annotated handler with its state: the [`Endpoint`] of both its doors.
 ///
 /// Every check that guards the handler runs before the claim, so that a replay is answered
 /// only to a request that passed them again: the extractors that read only the parts (one of

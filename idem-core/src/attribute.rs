@@ -1,0 +1,64 @@
+//! The `#[idempotent]` HTTP door: an annotated handler ([`Idempotent`]) is an axum
+//! `Handler`, so the route names it as before (`post(create_payment)`), and axum checks the
+//! extractors against the router's state where the route is added, as it does for a plain
+//! handler. Each request goes through the runtime's flow.
+//!
+//! Nothing here is public API: the expansion names these items through `__private`.
+
+use std::marker::PhantomData;
+
+use axum::{
+    extract::Request,
+    handler::Handler,
+    response::{IntoResponse, Response},
+};
+
+use crate::{
+    annotated::{Idempotent, arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn},
+    flow::{self, RequestFuture},
+    problem::{Problem, ProblemKind},
+    runtime::Idempotency,
+    scope::Route,
+};
+
+/// The marker that keeps [`Idempotent`]'s `Handler` impl apart from axum's own.
+#[derive(Debug)]
+pub struct Marker<M>(PhantomData<M>);
+
+impl<S, M, F> Handler<Marker<M>, S> for Idempotent<F>
+where
+    S: Clone + Send + Sync + 'static,
+    F: HandlerFn,
+    F::Args: FromRequestArgs<S, M>,
+    M: 'static,
+{
+    type Future = RequestFuture;
+
+    fn call(self, request: Request, state: S) -> Self::Future {
+        let Some(idem) = request.extensions().get::<Idempotency>().cloned() else {
+            let refusal = not_installed(&request);
+            return RequestFuture::cancellable(async move { refusal });
+        };
+        let endpoint = Annotated {
+            call: *self,
+            state,
+            last_runs_on_replay: self.last_runs_on_replay(),
+            marker: PhantomData,
+        };
+        flow::start(idem, self.policy(), request, endpoint)
+    }
+}
+
+fn not_installed(request: &Request) -> Response {
+    let route = Route::of(request.extensions(), request.uri());
+    tracing::error!(
+        route = route.as_str(),
+        "#[idempotent] handler called without the idempotency runtime: add \
+         `.layer(axum::Extension(idempotency))` to the router"
+    );
+    Problem::new(
+        ProblemKind::Misconfigured,
+        "the idempotency runtime is not installed on this service",
+    )
+    .into_response()
+}
