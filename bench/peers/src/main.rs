@@ -80,7 +80,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok("user") | Err(_) => true,
         Ok("global") => false,
         Ok(other) => {
-            return Err(format!("unknown configuration `{other}`; expected `user` or `global`").into());
+            return Err(
+                format!("unknown configuration `{other}`; expected `user` or `global`").into(),
+            );
         }
     };
     let workers = match std::env::var("BENCH_WORKERS") {
