@@ -16,6 +16,11 @@
 //! they are in a `RedisStore` on that server (`bench/redis-wait.sh`), which waits for
 //! `BENCH_REDIS_WAIT_REPLICAS` replicas (default: none, asynchronous) for at most
 //! `BENCH_REDIS_WAIT_TIMEOUT_MS` (default 100) after each claim and completion.
+//!
+//! With `BENCH_SPIN=N` every request first does N rounds of arithmetic on one stack slot
+//! (no allocation, no call; about 4.6 ns each on the benchmark machine): the bare handler slowed to
+//! an idem server's throughput, which tells what a lower throughput alone costs the kernel per
+//! request (docs/benchmarks.md, *Where a first request and a replay spend their time*).
 
 use std::time::Duration;
 
@@ -53,6 +58,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Scoping::Global => server.router(scoping, roomy_store()),
             },
         };
+        let app = match std::env::var("BENCH_SPIN") {
+            Ok(rounds) => with_spin(app, rounds.parse()?),
+            Err(_) => app,
+        };
         let listener = tokio::net::TcpListener::bind(&addr).await?;
         println!("idem-bench {server} listening on {addr}");
         axum::serve(listener, app)
@@ -87,4 +96,22 @@ async fn redis_store(url: &str) -> Result<RedisStore, Box<dyn std::error::Error>
         .await?;
     println!("idem-bench: records in Redis at {url}, claims wait for {durability}");
     Ok(store)
+}
+
+/// `app` with `rounds` of busy arithmetic before every request: a server slowed by work that
+/// touches one stack slot and makes no call, to tell what a lower throughput alone costs the kernel
+/// per request. A fixed amount of work, not of time, so that interrupts landing in it are not
+/// taken out of it.
+fn with_spin(app: axum::Router, rounds: u64) -> axum::Router {
+    app.layer(tower::util::MapRequestLayer::new(
+        move |request: axum::extract::Request| {
+            let mut value = std::hint::black_box(1u64);
+            for _ in 0..rounds {
+                value =
+                    std::hint::black_box(value.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            std::hint::black_box(value);
+            request
+        },
+    ))
 }
