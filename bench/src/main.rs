@@ -17,10 +17,10 @@
 //! `BENCH_REDIS_WAIT_REPLICAS` replicas (default: none, asynchronous) for at most
 //! `BENCH_REDIS_WAIT_TIMEOUT_MS` (default 100) after each claim and completion.
 //!
-//! With `BENCH_SPIN=N` every request first does N rounds of arithmetic on one stack slot
-//! (no allocation, no call; about 4.6 ns each on the benchmark machine): the bare handler slowed to
-//! an idem server's throughput, which tells what a lower throughput alone costs the kernel per
-//! request (docs/benchmarks.md, *Where a first request and a replay spend their time*).
+//! With `BENCH_SPIN=N` every request first does N rounds of arithmetic on one stack slot (no
+//! allocation, no call; about 4.6 ns each on the benchmark machine): the bare handler slowed
+//! to an idem server's throughput, which tells what a lower throughput alone costs the kernel
+//! per request (docs/benchmarks.md, *Where a first request and a replay spend their time*).
 
 use std::time::Duration;
 
