@@ -2,7 +2,8 @@
 # Load benchmark: one payments-like handler served bare, under idem's IdempotencyLayer, under
 # #[idempotent], and (when they build) under the peers `idempotent` 2.x and `axum-idempotent`
 # 0.6, measured with wrk over loopback in one interleaved run. Prints the side-by-side table
-# (fresh keys / bare, replay / bare, p99 fresh, server CPU µs per fresh request), every run
+# (fresh keys / bare, replay / bare, p99 fresh, server CPU µs per fresh request), the server's
+# user and kernel time per request with wrk's wakeups per response, every run
 # behind it, the load average at start and end, and the commands that reproduce it.
 #
 # Two configurations, each its own interleaved run and its own tables:
@@ -33,10 +34,10 @@ base_port=${BENCH_PORT:-3100}
 with_peers=${BENCH_PEERS:-1}
 configs=${BENCH_CONFIGS:-user global}
 
-for tool in wrk curl; do
+for tool in wrk curl /usr/bin/time; do
   if ! command -v "$tool" >/dev/null; then
     echo "bench: $tool is not installed; installing it from Debian's packages" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$tool" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${tool##*/}" >/dev/null
   fi
 done
 
@@ -200,25 +201,29 @@ done = function(summary, latency, requests)
 end
 LUA
 
-cpu_ticks() { # utime + stime of a process, in clock ticks
-  awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+cpu_ticks() { # utime and stime of a process, in clock ticks
+  awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat"
 }
 
 run_number=0
 measure() { # round phase name seconds keymode
-  local round=$1 phase=$2 name=$3 seconds=$4 mode=$5 before after result
+  local round=$1 phase=$2 name=$3 seconds=$4 mode=$5 before after result user sys waits
   run_number=$((run_number + 1))
-  before=$(cpu_ticks "${pid_of[$name]}")
+  read -r user sys <<<"$(cpu_ticks "${pid_of[$name]}")"
+  # GNU time counts wrk's voluntary context switches: each is wrk asleep with nothing to read,
+  # woken by the next response, a wakeup that the server's core pays for on loopback.
   result=$(BENCH_KEY=$mode BENCH_PREFIX=$run_number BENCH_REPLAY_KEY=$replay_key \
-    BENCH_REPLAY_SESSION=$replay_session "${pin_wrk[@]}" \
+    BENCH_REPLAY_SESSION=$replay_session "${pin_wrk[@]}" /usr/bin/time -f '%w' -o "$work/wrk-time" \
     wrk -t1 -c"$connections" -d"${seconds}s" -s "$lua" "${url_of[$name]}" | awk '/^RESULT/')
-  after=$(cpu_ticks "${pid_of[$name]}")
+  read -r after_user after_sys <<<"$(cpu_ticks "${pid_of[$name]}")"
+  waits=$(tail -n1 "$work/wrk-time")
   if [ -z "$result" ]; then
     echo "bench: wrk printed no result against $name (${url_of[$name]}); see $work/$config-$name.log" >&2
     exit 1
   fi
-  # round phase server req/s p99-ms errors requests cpu-ticks
-  echo "$round $phase $name ${result#RESULT } $((after - before))"
+  # round phase server req/s p99-ms errors requests cpu-ticks user-ticks sys-ticks wrk-waits
+  echo "$round $phase $name ${result#RESULT } $((after_user + after_sys - user - sys))" \
+    "$((after_user - user)) $((after_sys - sys)) $waits"
 }
 
 echo "bench: warming up every server" >&2
@@ -271,6 +276,7 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
     round = $1; phase = $2; name = $3
     rps[round, phase, name] = $4; p99[round, phase, name] = $5
     errors[phase, name] += $6; requests[phase, name] += $7; ticks[phase, name] += $8
+    user_ticks[phase, name] += $9; sys_ticks[phase, name] += $10; waits[phase, name] += $11
     share = $8 / ticks_per_s / seconds
     if (min_share == "" || share < min_share) min_share = share
     if (share > max_share) max_share = share
@@ -295,6 +301,13 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
   }
   function cpu_us(phase, name) {
     return requests[phase, name] ? ticks[phase, name] / ticks_per_s * 1e6 / requests[phase, name] : -1
+  }
+  function part_us(part, phase, name) {
+    if (!requests[phase, name]) return -1
+    return (part == "user" ? user_ticks[phase, name] : sys_ticks[phase, name]) / ticks_per_s * 1e6 / requests[phase, name]
+  }
+  function waits_per(phase, name) {
+    return requests[phase, name] ? waits[phase, name] / requests[phase, name] : -1
   }
   END {
     print "| server | fresh keys / bare | replay / bare | p99 fresh | server CPU µs per fresh request |"
@@ -321,6 +334,27 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
         row(name, "replay", "rate"), row(name, "replay", "p99"), cpu_us("replay", name),
         errors["fresh", name], errors["replay", name]
     }
+    print ""
+    print "| server | user µs per fresh request | kernel µs | wrk wakeups per response | user µs per replay | kernel µs | wrk wakeups per response |"
+    print "| --- | --- | --- | --- | --- | --- | --- |"
+    for (i = 1; i <= servers; i++) {
+      name = order[i]
+      if (name == "bare") {
+        # The bare handler runs with fresh keys in both halves of a round.
+        printf "| %s | %.1f | %.1f | %.2f | – | – | – |\n", label[name],
+          (user_ticks["fresh", name] + user_ticks["replay", name]) / ticks_per_s * 1e6 / bare_requests,
+          (sys_ticks["fresh", name] + sys_ticks["replay", name]) / ticks_per_s * 1e6 / bare_requests,
+          (waits["fresh", name] + waits["replay", name]) / bare_requests
+        continue
+      }
+      printf "| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", label[name],
+        part_us("user", "fresh", name), part_us("sys", "fresh", name), waits_per("fresh", name),
+        part_us("user", "replay", name), part_us("sys", "replay", name), waits_per("replay", name)
+    }
+    print ""
+    print "User and kernel: the server'"'"'s utime and stime. Wakeups: wrk'"'"'s voluntary context switches per"
+    print "response, each a time wrk slept with nothing to read and the next response woke it; on"
+    print "loopback the server'"'"'s core delivers that response and pays for the wakeup, in its kernel time."
     printf "\nbare handler: %.0f req/s (the median of its rounds'"'"' means). The servers used %.0f%% to %.0f%% of their\n", median_bare(), min_share * 100, max_share * 100
     if (max_share < 0.9) {
       print "core during their runs: other work on the machine took the rest of core 0, so the throughputs"
@@ -335,7 +369,8 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
 ' "$labels" "$results"
 
 echo
-echo "Every run (round, scenario, server, req/s, p99 ms, errors, requests, server CPU ticks of 1/$(getconf CLK_TCK) s):"
+echo "Every run (round, scenario, server, req/s, p99 ms, errors, requests, server CPU ticks of 1/$(getconf CLK_TCK) s," \
+  "of which user and kernel, wrk's voluntary context switches):"
 echo
 echo '```text'
 cat "$results"
