@@ -181,9 +181,9 @@ pub(super) fn decode(bytes: &[u8]) -> Result<StoredResponse, DecodeError> {
     let count = usize::from(reader.u16()?);
     // The count is the record's word, not a fact: size the map for no more headers than the
     // remaining bytes could hold, and start empty when even that is more than a map can be
-    // sized for (it still grows to every name it can hold). One more for the marker a replay
-    // adds, so that adding it does not grow the map.
-    let capacity = count.min(reader.0.len() / MIN_HEADER_LEN) + 1;
+    // sized for (it still grows to every name it can hold). Room, too, for the names a replay
+    // adds, so that adding them does not grow the map.
+    let capacity = count.min(reader.0.len() / MIN_HEADER_LEN) + super::NAMES_A_REPLAY_ADDS;
     let mut headers = HeaderMap::try_with_capacity(capacity).unwrap_or_default();
     let mut previous: Option<HeaderName> = None;
     for _ in 0..count {

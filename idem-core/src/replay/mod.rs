@@ -217,8 +217,8 @@ impl StoredResponse {
         problem: impl FnOnce(ProblemKind, String) -> Problem,
     ) -> Response {
         // A record of its own (decoded from a shared store's bytes) is moved; one the store
-        // shares (the memory store's) is copied into a map with room for the marker, where a
-        // copy of the map would be full and grow (reallocate and rehash) to take it.
+        // shares (the memory store's) is copied into a map with room for what the replay adds,
+        // where a copy of the map would be full and grow (reallocate and rehash) to take it.
         let (status, headers, body) = match Arc::try_unwrap(self.0) {
             Ok(Record {
                 status,
@@ -227,7 +227,7 @@ impl StoredResponse {
             }) => (status, headers, body),
             Err(shared) => (
                 shared.status,
-                copy_with_room_for_one(&shared.headers),
+                copy_with_room_for_replay(&shared.headers),
                 shared.body.clone(),
             ),
         };
@@ -255,9 +255,15 @@ impl StoredResponse {
     }
 }
 
-/// A copy of `headers`, every value in its order, with room for one more name.
-fn copy_with_room_for_one(headers: &HeaderMap) -> HeaderMap {
-    let mut copy = HeaderMap::with_capacity(headers.keys_len() + 1);
+/// The names a replay's headers gain after the record's: the `Idempotent-Replayed` marker, and
+/// the `Content-Length` that axum's router sets on every response on its way out (a record
+/// never keeps one: see `capture::NEVER_STORED`). A map sized for the record's names plus these
+/// takes them without growing.
+pub(crate) const NAMES_A_REPLAY_ADDS: usize = 2;
+
+/// A copy of `headers`, every value in its order, with room for the names a replay adds.
+fn copy_with_room_for_replay(headers: &HeaderMap) -> HeaderMap {
+    let mut copy = HeaderMap::with_capacity(headers.keys_len() + NAMES_A_REPLAY_ADDS);
     for (name, value) in headers {
         copy.append(name.clone(), value.clone());
     }
@@ -330,6 +336,35 @@ mod tests {
         let multi: Vec<_> = replay.headers().get_all("x-multi").iter().collect();
         assert_eq!(multi, ["a", "b"]);
         assert_eq!(kept.headers(), &headers, "the kept record has no marker");
+    }
+
+    #[test]
+    fn a_replay_takes_the_content_length_the_router_adds_without_growing() {
+        // Two to six names: each fills a map sized for them plus the marker alone.
+        for names in 2..=6 {
+            let mut headers = HeaderMap::new();
+            for index in 0..names {
+                headers.insert(
+                    HeaderName::try_from(format!("x-header-{index}")).unwrap(),
+                    HeaderValue::from_static("v"),
+                );
+            }
+            let shared = StoredResponse::new(StatusCode::CREATED, headers, Bytes::new());
+            // The memory store's record, shared, and one decoded from a shared store's bytes.
+            let decoded = StoredResponse::decode(&shared.encode().unwrap()).unwrap();
+            for (kind, record) in [("shared", shared.clone()), ("decoded", decoded)] {
+                let mut replay = record.into_replay();
+                let room = replay.headers().capacity();
+                replay
+                    .headers_mut()
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+                assert_eq!(
+                    replay.headers().capacity(),
+                    room,
+                    "{kind} record of {names} names: the map grew to take Content-Length"
+                );
+            }
+        }
     }
 
     #[tokio::test]
