@@ -99,9 +99,9 @@ async fn redis_store(url: &str) -> Result<RedisStore, Box<dyn std::error::Error>
 }
 
 /// `app` with `rounds` of busy arithmetic before every request: a server slowed by work that
-/// touches one stack slot and makes no call, to tell what a lower throughput alone costs the kernel
-/// per request. A fixed amount of work, not of time, so that interrupts landing in it are not
-/// taken out of it.
+/// touches one stack slot and makes no call, to tell what a lower throughput alone costs the
+/// kernel per request. A fixed amount of work, not of time, so that interrupts landing in it
+/// are not taken out of it.
 fn with_spin(app: axum::Router, rounds: u64) -> axum::Router {
     app.layer(tower::util::MapRequestLayer::new(
         move |request: axum::extract::Request| {

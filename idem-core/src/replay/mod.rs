@@ -340,7 +340,8 @@ mod tests {
 
     #[test]
     fn a_replay_takes_the_content_length_the_router_adds_without_growing() {
-        // Two to six names: each fills a map sized for them plus the marker alone.
+        // Two to six names: sized for them and the marker alone, some of these maps are full
+        // when Content-Length comes (two names and the marker fill one exactly).
         for names in 2..=6 {
             let mut headers = HeaderMap::new();
             for index in 0..names {
