@@ -207,7 +207,7 @@ cpu_ticks() { # utime and stime of a process, in clock ticks
 
 run_number=0
 measure() { # round phase name seconds keymode
-  local round=$1 phase=$2 name=$3 seconds=$4 mode=$5 before after result user sys waits
+  local round=$1 phase=$2 name=$3 seconds=$4 mode=$5 result user sys after_user after_sys waits
   run_number=$((run_number + 1))
   read -r user sys <<<"$(cpu_ticks "${pid_of[$name]}")"
   # GNU time counts wrk's voluntary context switches: each is wrk asleep with nothing to read,
