@@ -13,7 +13,7 @@ use std::{
 };
 
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     body::Body,
     extract::{DefaultBodyLimit, Request, State},
     http::{HeaderValue, Method, StatusCode, header},
@@ -22,7 +22,8 @@ use axum::{
     routing::post,
 };
 use idem_core::{
-    Idempotency, IdempotencyLayer, MemoryStore, NoStore, OnConflict, OnStoreError, Policy, Scope,
+    Idempotency, IdempotencyContext, IdempotencyLayer, MemoryStore, NoStore, OnConflict,
+    OnStoreError, Policy, Scope,
     fingerprint::FingerprintMode,
     store::conformance::{Call, Fault, FaultyStore},
 };
@@ -771,4 +772,54 @@ async fn a_response_no_store_can_keep_is_answered_and_its_key_released() {
             "the key was released: a retry runs again"
         );
     }
+}
+
+/// Answers the `Retry-After` its request's context carries, in seconds, or 500 without one.
+async fn context_retry_after(context: Option<Extension<IdempotencyContext>>) -> Response {
+    match context {
+        Some(Extension(context)) => (
+            StatusCode::CREATED,
+            context.retry_after().as_secs().to_string(),
+        )
+            .into_response(),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_handler_behind_the_layer_finds_its_context_wherever_it_runs() {
+    // The layer gives a request its context only once its handler is to run, so that a
+    // replay does not pay for one: every way the handler can be reached must still have it.
+    let routes = |idem: Idempotency, policy: Policy| {
+        Router::new()
+            .route("/payments", post(context_retry_after))
+            .layer(IdempotencyLayer::new(
+                idem,
+                policy.retry_after(Duration::from_secs(7)),
+            ))
+    };
+    let claimed = routes(Idempotency::default(), global().required(false));
+    let first = send(&claimed, request(Some("ctx"), BODY)).await;
+    assert_eq!(
+        (first.status, first.body.as_ref()),
+        (StatusCode::CREATED, &b"7"[..])
+    );
+    let replay = send(&claimed, request(Some("ctx"), BODY)).await;
+    assert!(replay.replayed());
+    assert_eq!(replay.body, first.body);
+    let unkeyed = send(&claimed, request(None, BODY)).await;
+    assert_eq!(
+        (unkeyed.status, unkeyed.body.as_ref()),
+        (StatusCode::CREATED, &b"7"[..])
+    );
+
+    let store_down = routes(
+        Idempotency::new(unreachable()),
+        global().on_store_error(OnStoreError::RunWithoutRecord),
+    );
+    let unrecorded = send(&store_down, request(Some("ctx"), BODY)).await;
+    assert_eq!(
+        (unrecorded.status, unrecorded.body.as_ref()),
+        (StatusCode::CREATED, &b"7"[..])
+    );
 }

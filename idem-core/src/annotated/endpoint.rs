@@ -11,7 +11,7 @@ use super::{
     arguments::{Arguments, FromRequestArgs},
     handler::HandlerFn,
 };
-use crate::{flow::Endpoint, replay::NoStore};
+use crate::{context::IdempotencyContext, flow::Endpoint, replay::NoStore};
 
 /// An annotated handler with its state: the [`Endpoint`] of both its doors.
 ///
@@ -38,6 +38,14 @@ where
 {
     type Head = <F::Args as FromRequestArgs<S, M>>::Head;
     type Prepared = Arguments<F::Args, S, M>;
+
+    // Any extractor may read the context, `Tx` among them, and parts extractors run before
+    // the claim.
+    const CHECKS_READ_CONTEXT: bool = true;
+
+    fn attach(_: &mut Self::Prepared, _: IdempotencyContext) {
+        // Not called: the context went into the request before its extractors ran.
+    }
 
     fn head(&self, parts: &mut Parts) -> impl Future<Output = Result<Self::Head, Response>> + Send {
         F::Args::head(parts, &self.state)

@@ -38,7 +38,7 @@ use std::future::Future;
 
 use axum::{extract::Request, response::Response};
 use bytes::Bytes;
-use http::request::Parts;
+use http::{Extensions, request::Parts};
 
 pub use self::detach::RequestFuture;
 use self::{
@@ -58,6 +58,18 @@ pub(crate) trait Endpoint: Send + Sized + 'static {
     type Head: Send + 'static;
     /// What the handler is called with once its key is claimed.
     type Prepared: Send + 'static;
+
+    /// Whether the checks before the claim (steps 2 and 4) may read the request's
+    /// [`IdempotencyContext`]: an annotated handler's extractors may (`Tx` is one), so its
+    /// request gets the context first. The layer has no checks of its own: its request gets
+    /// the context only when the handler is about to run ([`Endpoint::attach`]), and a replay
+    /// does not pay for one.
+    const CHECKS_READ_CONTEXT: bool;
+
+    /// Gives a claimed request its context, for an endpoint whose checks do not read it.
+    /// Not called when [`Endpoint::CHECKS_READ_CONTEXT`] is set: the context is in the
+    /// request's extensions already.
+    fn attach(prepared: &mut Self::Prepared, context: IdempotencyContext);
 
     /// Step 2: the checks that read only the request's parts. A rejection is answered as it
     /// is; nothing was claimed.
@@ -95,15 +107,15 @@ pub(crate) fn start(
 }
 
 /// Takes a request through the whole sequence (see the [module docs](self)) and answers it.
-async fn handle(
+async fn handle<E: Endpoint>(
     idem: &Idempotency,
     policy: &Policy,
     mut request: Request,
-    endpoint: impl Endpoint,
+    endpoint: E,
 ) -> Response {
     let route = Route::of(request.extensions(), request.uri());
-    let context = IdempotencyContext::new(idem, policy.retry_after);
-    request.extensions_mut().insert(context.clone());
+    let early_context =
+        E::CHECKS_READ_CONTEXT.then(|| context_in(request.extensions_mut(), idem, policy));
     let Keyed {
         mut parts,
         body,
@@ -111,7 +123,9 @@ async fn handle(
         fingerprint,
     } = match admit::admit(idem, policy, request, &route).await {
         Ok(Admission::Keyed(keyed)) => keyed,
-        Ok(Admission::WithoutKey(request)) => {
+        Ok(Admission::WithoutKey(mut request)) => {
+            let context =
+                early_context.unwrap_or_else(|| context_in(request.extensions_mut(), idem, policy));
             let handler = move || endpoint.call_without_key(request);
             return execute::without_record(policy, &route, context, handler).await;
         }
@@ -125,29 +139,46 @@ async fn handle(
         Ok(store_key) => store_key,
         Err(refusal) => return refusal,
     };
-    let prepared = match endpoint.prepare(head, parts, body).await {
+    let mut prepared = match endpoint.prepare(head, parts, body).await {
         Ok(prepared) => prepared,
         Err(rejection) => return rejection,
     };
-    match decide::decide(idem, policy, &store_key, &fingerprint, &route).await {
-        Decision::Run(lease) => {
-            let execution = Execution {
-                idem: idem.clone(),
-                policy: *policy,
-                key: store_key,
-                fingerprint,
-                lease,
-                route,
-                context,
-            };
-            execution.execute(move || endpoint.call(prepared)).await
-        }
-        Decision::Respond(response) => response,
-        Decision::RunWithoutRecord => {
-            let handler = move || endpoint.call(prepared);
-            execute::without_record(policy, &route, context, handler).await
-        }
-    }
+    let lease = match decide::decide(idem, policy, &store_key, &fingerprint, &route).await {
+        Decision::Respond(response) => return response,
+        Decision::Run(lease) => Some(lease),
+        Decision::RunWithoutRecord => None,
+    };
+    // The handler runs from here on.
+    let context = early_context.unwrap_or_else(|| {
+        let context = IdempotencyContext::new(idem, policy.retry_after);
+        E::attach(&mut prepared, context.clone());
+        context
+    });
+    let handler = move || endpoint.call(prepared);
+    let Some(lease) = lease else {
+        return execute::without_record(policy, &route, context, handler).await;
+    };
+    let execution = Execution {
+        idem: idem.clone(),
+        policy: *policy,
+        key: store_key,
+        fingerprint,
+        lease,
+        route,
+        context,
+    };
+    execution.execute(handler).await
+}
+
+/// A new context for one request, put into its extensions for the handler to find.
+fn context_in(
+    extensions: &mut Extensions,
+    idem: &Idempotency,
+    policy: &Policy,
+) -> IdempotencyContext {
+    let context = IdempotencyContext::new(idem, policy.retry_after);
+    extensions.insert(context.clone());
+    context
 }
 
 /// Whether a response is the operation's result, to be stored (and its transaction

@@ -18,7 +18,10 @@ use bytes::Bytes;
 use http::request::Parts;
 
 use super::IdempotencyLayer;
-use crate::flow::{self, Endpoint, RequestFuture};
+use crate::{
+    context::IdempotencyContext,
+    flow::{self, Endpoint, RequestFuture},
+};
 
 /// The future of an [`IdempotencyService`]: a request the layer takes through idempotency
 /// runs to its end even if its caller stops waiting (its client disconnected), so that its
@@ -107,6 +110,12 @@ where
 {
     type Head = ();
     type Prepared = Request;
+
+    const CHECKS_READ_CONTEXT: bool = false;
+
+    fn attach(request: &mut Request, context: IdempotencyContext) {
+        request.extensions_mut().insert(context);
+    }
 
     fn head(&self, _: &mut Parts) -> impl Future<Output = Result<(), Response>> + Send {
         std::future::ready(Ok(()))

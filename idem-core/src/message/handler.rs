@@ -18,6 +18,7 @@ use http::request::Parts;
 use super::key::MessageKey;
 use crate::{
     annotated::{Idempotent, arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn},
+    context::IdempotencyContext,
     flow::{self, Endpoint, RequestFuture},
     policy::Policy,
     runtime::Idempotency,
@@ -187,6 +188,12 @@ struct Observed<E> {
 impl<E: Endpoint> Endpoint for Observed<E> {
     type Head = E::Head;
     type Prepared = E::Prepared;
+
+    const CHECKS_READ_CONTEXT: bool = E::CHECKS_READ_CONTEXT;
+
+    fn attach(prepared: &mut Self::Prepared, context: IdempotencyContext) {
+        E::attach(prepared, context);
+    }
 
     fn head(&self, parts: &mut Parts) -> impl Future<Output = Result<Self::Head, Response>> + Send {
         self.inner.head(parts)
