@@ -1,6 +1,8 @@
 //! [`IdempotencyContext`]: what a running handler can ask of the runtime.
 //!
-//! The runtime puts a context into the request's extensions before the handler runs. A
+//! The runtime puts a context into the request's extensions before the handler runs: behind
+//! `IdempotencyLayer`, once the claim lets the handler run (a replay makes none); for
+//! `#[idempotent]`, before its extractors run, since any of them may read it. A
 //! transactional store's extractor uses it to open the transaction in which the handler's
 //! writes and the record's completion commit together (see docs/contract.md, *Stores*).
 
