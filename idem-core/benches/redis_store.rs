@@ -73,6 +73,7 @@ fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken)
         token,
         lease: LEASE,
         ttl: TTL,
+        resumable: None,
     }
 }
 

@@ -6,6 +6,8 @@
 
 pub use core::time::Duration;
 
+pub use http::HeaderName;
+
 pub use idem_protocol::key::KeySyntax;
 
 pub use crate::{

@@ -6,12 +6,16 @@
 //! transactional store's extractor uses it to open the transaction in which the handler's
 //! writes and the record's completion commit together (see docs/contract.md, *Stores*).
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, MutexGuard, PoisonError},
+    time::Duration,
+};
 
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::{
     runtime::Idempotency,
+    steps::journal::Journal,
     store::{StoreError, StoreTransaction},
 };
 
@@ -22,6 +26,9 @@ pub struct IdempotencyContext {
     /// The route's `Retry-After`, for answers given on the runtime's behalf (a `Tx` error).
     retry_after: Duration,
     transaction: Arc<Mutex<Option<Box<dyn StoreTransaction>>>>,
+    /// What the handler's [`Steps`](crate::steps::Steps) did. A handler without steps leaves
+    /// it empty, and the runtime locks it once or twice per request.
+    journal: Arc<std::sync::Mutex<Journal>>,
 }
 
 /// The open transaction of a request, held by the handler while it writes.
@@ -33,7 +40,15 @@ impl IdempotencyContext {
             idem: idem.clone(),
             retry_after,
             transaction: Arc::default(),
+            journal: Arc::default(),
         }
+    }
+
+    /// The journal of the run's steps. Never held across an `await`.
+    pub(crate) fn journal(&self) -> MutexGuard<'_, Journal> {
+        // Every change of the journal is one assignment or push: a panic cannot leave it
+        // half-written.
+        self.journal.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The `Retry-After` of the route's policy, for an answer given on the runtime's behalf

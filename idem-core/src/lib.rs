@@ -96,10 +96,13 @@
 //! | `mismatch` | INFO | the key was used for another request: 422 |
 //! | `released` | INFO | the key was released (5xx, `NoStore`, a rejection, a panic), so a retry runs again |
 //! | `refused` | INFO | refused before the store was asked: no key, a malformed key, no principal, a body over the limit or unreadable |
+//! | `resumed` | INFO | the key was taken over from an operation of several steps that stopped part-way: it resumes after its recorded steps |
+//! | `suspended` | INFO | an operation of several steps stopped part-way: it keeps its steps, and resumes |
 //! | `store_error` | WARN | a store call failed or timed out |
 //! | `fenced` | WARN | a result came after another request had taken its key over, and was not stored |
 //! | `panicked` | ERROR | the handler panicked: 500 |
 //! | `lost` | ERROR | a handler ran and its result could not be stored: a retry may run it again |
+//! | `steps_changed` | ERROR | a run did not match the steps recorded for its operation: 500 `steps-changed`, and the operation is not resumed on its own |
 //!
 //! Besides these: a WARN, once per runtime, the first time a request has no principal for its
 //! key's scope (with `route` and `scope`, and how to give requests one); an ERROR from an
@@ -144,6 +147,7 @@ pub mod problem;
 pub mod replay;
 mod runtime;
 pub mod scope;
+pub mod steps;
 pub mod store;
 
 /// The client side, for a service that also calls an idempotent API: the crate `idem-client`
@@ -168,7 +172,7 @@ pub use crate::{
     policy::{OnConflict, OnStoreError, Policy},
     problem::{Problem, ProblemKind},
     replay::NoStore,
-    runtime::{Idempotency, IdempotencyBuilder},
+    runtime::{Idempotency, IdempotencyBuilder, ResumeError, Resumer},
     scope::{Principal, ResolvePrincipal, Scope, StoreKey},
     store::{MemoryStore, Store},
 };

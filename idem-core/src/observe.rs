@@ -43,6 +43,14 @@ pub(crate) enum Outcome {
     Fenced,
     /// A handler ran and its result could not be stored: a retry may run it again.
     Lost,
+    /// The key was taken over from an operation that stopped part-way: it resumes after its
+    /// recorded steps.
+    Resumed,
+    /// An operation of several steps stopped part-way: it keeps its steps, and resumes.
+    Suspended,
+    /// A run did not match the steps recorded for its operation: it stopped, and the operation
+    /// is not resumed on its own.
+    StepsChanged,
 }
 
 impl Outcome {
@@ -60,6 +68,9 @@ impl Outcome {
             Self::Refused => "refused",
             Self::Fenced => "fenced",
             Self::Lost => "lost",
+            Self::Resumed => "resumed",
+            Self::Suspended => "suspended",
+            Self::StepsChanged => "steps_changed",
         }
     }
 
@@ -67,8 +78,9 @@ impl Outcome {
         match self {
             Self::Claimed | Self::Completed | Self::Replayed | Self::Unrecorded => Level::DEBUG,
             Self::Conflict | Self::Mismatch | Self::Released | Self::Refused => Level::INFO,
+            Self::Resumed | Self::Suspended => Level::INFO,
             Self::StoreError | Self::Fenced => Level::WARN,
-            Self::Panicked | Self::Lost => Level::ERROR,
+            Self::Panicked | Self::Lost | Self::StepsChanged => Level::ERROR,
         }
     }
 }
@@ -110,7 +122,7 @@ pub(crate) fn record_error(
 }
 
 /// The first eight bytes of a store key, in hex.
-struct KeyPrefix<'a>(&'a StoreKey);
+pub(crate) struct KeyPrefix<'a>(pub(crate) &'a StoreKey);
 
 impl fmt::Display for KeyPrefix<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -150,7 +162,7 @@ mod tests {
     }
 
     /// Every outcome, in the order of the crate docs' table.
-    fn every_outcome() -> [Outcome; 12] {
+    fn every_outcome() -> [Outcome; 15] {
         // Fails to compile when an outcome is added, until it is listed below and documented.
         let _listed = |outcome: Outcome| match outcome {
             Outcome::Claimed
@@ -161,10 +173,13 @@ mod tests {
             | Outcome::Mismatch
             | Outcome::Released
             | Outcome::Refused
+            | Outcome::Resumed
+            | Outcome::Suspended
             | Outcome::StoreError
             | Outcome::Fenced
             | Outcome::Panicked
-            | Outcome::Lost => (),
+            | Outcome::Lost
+            | Outcome::StepsChanged => (),
         };
         [
             Outcome::Claimed,
@@ -175,10 +190,13 @@ mod tests {
             Outcome::Mismatch,
             Outcome::Released,
             Outcome::Refused,
+            Outcome::Resumed,
+            Outcome::Suspended,
             Outcome::StoreError,
             Outcome::Fenced,
             Outcome::Panicked,
             Outcome::Lost,
+            Outcome::StepsChanged,
         ]
     }
 

@@ -68,6 +68,8 @@ pub struct Policy {
     pub(crate) replay_set_cookie: bool,
     pub(crate) exclude_headers: &'static [HeaderName],
     pub(crate) retry_after: Duration,
+    pub(crate) resume_after: Option<Duration>,
+    pub(crate) keep_headers: &'static [HeaderName],
 }
 
 /// A [`Policy`] that cannot work.
@@ -108,6 +110,9 @@ impl PolicyError {
             }
             Self::Zero(name) if is(name.as_bytes(), b"lease") => {
                 "invalid idempotency policy: `lease` must be greater than zero"
+            }
+            Self::Zero(name) if is(name.as_bytes(), b"resume_after") => {
+                "invalid idempotency policy: `resume_after` must be greater than zero"
             }
             Self::Zero(_) => {
                 "invalid idempotency policy: the `on_conflict` wait must be greater than zero"
@@ -155,6 +160,8 @@ impl Policy {
             replay_set_cookie: false,
             exclude_headers: &[],
             retry_after: Duration::from_secs(1),
+            resume_after: None,
+            keep_headers: &[],
         }
     }
 
@@ -244,6 +251,30 @@ impl Policy {
         self
     }
 
+    /// Makes the service finish an operation its client abandoned (see docs/steps.md): an
+    /// operation of several [`Steps`](crate::steps::Steps) that stopped part-way (the process
+    /// died, a step failed and may pass later) and that no request took over within `after`
+    /// of its lease lapsing is run again by the runtime's resumer, as its recorded principal,
+    /// until it completes or a step ends it. Off by default: then only the client's retry
+    /// resumes an operation.
+    ///
+    /// It keeps each request of the route with its record to run it again: the method, the
+    /// path and query, the body, the key, the principal, `Content-Type` and the headers named
+    /// by [`keep_headers`](Self::keep_headers); never `Authorization`, `Proxy-Authorization`
+    /// or `Cookie`.
+    pub const fn resume_after(mut self, after: Duration) -> Self {
+        self.resume_after = Some(after);
+        self
+    }
+
+    /// Request headers kept, besides `Content-Type`, for the service to run an abandoned
+    /// operation again ([`resume_after`](Self::resume_after)). Headers that carry credentials
+    /// are never kept, whatever this says.
+    pub const fn keep_headers(mut self, headers: &'static [HeaderName]) -> Self {
+        self.keep_headers = headers;
+        self
+    }
+
     /// Checks that the policy can work: positive TTL, lease and wait, a TTL no shorter than
     /// the lease, and a custom scope name of lowercase letters, digits, `_` and `-` that is
     /// neither `user` nor `global` (`Scope::Custom("user")` would share its keys with
@@ -276,6 +307,11 @@ impl Policy {
             && wait.is_zero()
         {
             return Err(PolicyError::Zero("on_conflict wait"));
+        }
+        if let Some(after) = self.resume_after
+            && after.is_zero()
+        {
+            return Err(PolicyError::Zero("resume_after"));
         }
         if self.ttl.as_nanos() < self.lease.as_nanos() {
             return Err(PolicyError::TtlShorterThanLease {
@@ -349,6 +385,7 @@ mod tests {
         assert_eq!(policy.fingerprint, FingerprintMode::Json);
         assert_eq!(policy.key_syntax, KeySyntax::Lenient);
         assert!(!policy.replay_set_cookie);
+        assert_eq!(policy.resume_after, None);
         assert_eq!(policy.validate(), Ok(()));
     }
 
@@ -367,6 +404,10 @@ mod tests {
                 .on_conflict(OnConflict::Wait(Duration::ZERO))
                 .validate(),
             Err(PolicyError::Zero("on_conflict wait"))
+        );
+        assert_eq!(
+            Policy::new().resume_after(Duration::ZERO).validate(),
+            Err(PolicyError::Zero("resume_after"))
         );
         let swapped = Policy::new()
             .ttl(Duration::from_secs(30))

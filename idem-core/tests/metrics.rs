@@ -120,7 +120,7 @@ fn the_documented_metric_names_are_the_ones_emitted() {
         metrics.contains(&"idem_requests_total".to_owned()),
         "{metrics:?}"
     );
-    assert_eq!(outcomes.len(), 12, "{outcomes:?}");
+    assert_eq!(outcomes.len(), 15, "{outcomes:?}");
 
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();

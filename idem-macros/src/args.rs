@@ -50,6 +50,8 @@ arguments! {
     fingerprint: default r#""json""#, example r#"fingerprint = "raw""#;
     on_store_error: default r#""fail""#, example r#"on_store_error = "run""#;
     key_syntax: default r#""lenient""#, example r#"key_syntax = "strict""#;
+    resume_after: default r#""off""#, example r#"resume_after = "30s""#;
+    keep_headers: default "[]", example r#"keep_headers = ["x-request-source"]"#;
 }
 
 /// The argument that makes a handler a message handler, apart from the policy's: it has no
@@ -92,6 +94,9 @@ pub(crate) struct Args {
     pub(crate) fingerprint: Option<Given<Choice>>,
     pub(crate) on_store_error: Option<Given<Choice>>,
     pub(crate) key_syntax: Option<Given<Choice>>,
+    /// `None` inside: `"off"`, written out.
+    pub(crate) resume_after: Option<Given<Option<Millis>>>,
+    pub(crate) keep_headers: Option<Given<HeaderNames>>,
     /// Where a message handler's key is; `None` for an HTTP handler, whose key is the
     /// `Idempotency-Key` header.
     pub(crate) key: Option<Given<MessageKey>>,
@@ -124,6 +129,10 @@ pub(crate) enum OnConflict {
     Reject,
     Wait(Millis),
 }
+
+/// Request header names, checked: lowercase, and none that carries credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HeaderNames(pub(crate) Vec<String>);
 
 /// Where a message's key is: `header("Nats-Msg-Id")` or `json("/order_id")`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,6 +271,10 @@ impl Reader {
             )
         } else if input.peek(kw::key_syntax) {
             self.read::<kw::key_syntax, _>(input, &mut args.key_syntax, choice(&KEY_SYNTAX))
+        } else if input.peek(kw::resume_after) {
+            self.read::<kw::resume_after, _>(input, &mut args.resume_after, resume_after)
+        } else if input.peek(kw::keep_headers) {
+            self.read::<kw::keep_headers, _>(input, &mut args.keep_headers, header_names)
         } else if input.peek(message_kw::key) {
             self.read::<message_kw::key, _>(input, &mut args.key, message_key)
         } else {
@@ -341,6 +354,13 @@ impl Reader {
                 scope.span,
                 "`scope` does not apply to a message handler: its keys belong to its stream (or \
                  queue) and consumer; remove `scope`",
+            ));
+        }
+        if let (Some(_), Some(resume_after)) = (&args.key, &args.resume_after) {
+            self.names.push(syn::Error::new(
+                resume_after.span,
+                "`resume_after` does not apply to a message handler: the broker's redelivery \
+                 resumes an interrupted message; remove `resume_after`",
             ));
         }
         let mut errors = self.names;
@@ -428,6 +448,66 @@ fn millis(literal: &LitStr, text: &str) -> syn::Result<Millis> {
     duration::parse_millis(text)
         .map(Millis)
         .map_err(|error| syn::Error::new_spanned(literal, error.message(text)))
+}
+
+/// `"off"`, or a duration.
+fn resume_after(value: &Expr, about: About) -> syn::Result<Option<Millis>> {
+    let literal = string(value, about)?;
+    match literal.value().as_str() {
+        "off" => Ok(None),
+        text => millis(literal, text).map(Some),
+    }
+}
+
+/// `["x-a", "x-b"]`: lowercase header names, none that carries credentials.
+fn header_names(value: &Expr, about: About) -> syn::Result<HeaderNames> {
+    let Expr::Array(array) = unwrap_group(value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "expected a list of header names for `{}`, as in `{}`",
+                about.name, about.example
+            ),
+        ));
+    };
+    let mut names = Vec::new();
+    let mut errors = Errors::default();
+    for element in &array.elems {
+        let Some(Lit::Str(literal)) = literal(element) else {
+            errors.push(syn::Error::new_spanned(
+                element,
+                format!(
+                    "expected a header name in quotes, as in `{}`",
+                    about.example
+                ),
+            ));
+            continue;
+        };
+        let name = literal.value();
+        let token = |byte: u8| {
+            byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&byte)
+        };
+        if name.is_empty() || !name.bytes().all(token) {
+            errors.push(syn::Error::new_spanned(
+                literal,
+                format!(
+                    "`{name}` is not a header name in lowercase; write it as `{}`",
+                    name.to_ascii_lowercase()
+                ),
+            ));
+        } else if ["authorization", "proxy-authorization", "cookie"].contains(&name.as_str()) {
+            errors.push(syn::Error::new_spanned(
+                literal,
+                format!(
+                    "`{name}` carries credentials, which are never kept: a resumed run is \
+                     authorized as its recorded principal (see `idem_core::steps::Resumption`)"
+                ),
+            ));
+        } else {
+            names.push(name);
+        }
+    }
+    errors.finish(HeaderNames(names))
 }
 
 fn scope(value: &Expr, about: About) -> syn::Result<Scope> {
@@ -631,7 +711,7 @@ mod tests {
             all,
             [
                 "unknown argument `tll`; expected one of `ttl`, `scope`, `required`, `lease`, \
-                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `key`",
+                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `resume_after`, `keep_headers`, `key`",
                 "repeated argument `ttl`; give each argument at most once",
                 "unit `x` is not supported in the duration `1x`; use `ms`, `s`, `m`, `h` or `d`",
                 r#"invalid `scope` value `users`; expected `"user"`, `"global"` or `"custom(<name>)"`"#,
@@ -647,7 +727,7 @@ mod tests {
             errors(quote!(ttl::x = "1h")),
             [
                 "unknown argument `ttl::x`; expected one of `ttl`, `scope`, `required`, `lease`, \
-                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `key`"
+                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `resume_after`, `keep_headers`, `key`"
             ]
         );
     }

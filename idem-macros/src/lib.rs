@@ -77,6 +77,8 @@ use proc_macro::TokenStream;
 /// | `fingerprint` | `"json"`: canonical JSON (key order ignored), multipart forms by their parts (boundary ignored); `"raw"`: the body bytes | `"json"` |
 /// | `on_store_error` | `"fail"`: 503 when the store is down; `"run"`: run without idempotency | `"fail"` |
 /// | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
+/// | `resume_after` | `"off"`, or a duration: the service resumes an operation of several steps that nobody took over within it | `"off"` |
+/// | `keep_headers` | request headers kept to run an abandoned operation again, as `["x-source"]`; never credentials | `[]` |
 /// | `key` | `header("<name>")` or `json("<pointer>")`: makes a message handler, keyed by that header or JSON member (below) | none: an HTTP handler, keyed by `Idempotency-Key` |
 ///
 /// A duration is one or more `<number><unit>` groups with the units `ms`, `s`, `m`, `h` and

@@ -12,7 +12,9 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::args::{Args, Argument, Choice, Given, MessageKey, Millis, OnConflict, Scope, kw};
+use crate::args::{
+    Args, Argument, Choice, Given, HeaderNames, MessageKey, Millis, OnConflict, Scope, kw,
+};
 
 /// The policy expression: the setters come in the order of the fields of [`Args`], whatever
 /// the order the arguments were written in.
@@ -27,6 +29,8 @@ pub(crate) fn policy(args: &Args) -> TokenStream {
         fingerprint,
         on_store_error,
         key_syntax,
+        resume_after,
+        keep_headers,
         key: _,
         extent: _,
     } = args;
@@ -40,6 +44,8 @@ pub(crate) fn policy(args: &Args) -> TokenStream {
         setter::<kw::fingerprint>(fingerprint),
         setter::<kw::on_store_error>(on_store_error),
         setter::<kw::key_syntax>(key_syntax),
+        resume_setter(resume_after),
+        setter::<kw::keep_headers>(keep_headers),
     ];
     quote!(::idem_core::__private::Policy::new() #(#setters)*)
 }
@@ -66,6 +72,20 @@ fn setter<K: Argument>(given: &Option<Given<impl Expression>>) -> TokenStream {
     let setter = format_ident!("{}", K::ABOUT.name, span = *span);
     let value = value.expression(*span);
     quote_spanned!(*span=> .#setter(#value))
+}
+
+/// `.resume_after(duration)`; nothing for `"off"`, the default, or an argument not given.
+fn resume_setter(given: &Option<Given<Option<Millis>>>) -> TokenStream {
+    match given {
+        Some(Given {
+            value: Some(after),
+            span,
+        }) => setter::<kw::resume_after>(&Some(Given {
+            value: *after,
+            span: *span,
+        })),
+        _ => TokenStream::new(),
+    }
 }
 
 /// A checked value as the expression its setter takes.
@@ -117,6 +137,20 @@ impl Expression for OnConflict {
                 quote_spanned!(span=> ::idem_core::__private::OnConflict::Wait(#wait))
             }
         }
+    }
+}
+
+impl Expression for HeaderNames {
+    /// A reference to a `static` array of `HeaderName::from_static("x-a")`: the names are
+    /// lowercase tokens, which `from_static` takes, and a `HeaderName` has a destructor, so a
+    /// constant can only refer to the array as a static.
+    fn expression(&self, span: Span) -> TokenStream {
+        let (names, count) = (self.0.iter(), self.0.len());
+        quote_spanned!(span=> {
+            static __IDEM_KEEP_HEADERS: [::idem_core::__private::HeaderName; #count] =
+                [#(::idem_core::__private::HeaderName::from_static(#names)),*];
+            &__IDEM_KEEP_HEADERS
+        })
     }
 }
 

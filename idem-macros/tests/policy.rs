@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use axum::http::HeaderName;
+
 use idem_core::{
     KeySyntax, OnConflict, OnStoreError, Policy, Scope, fingerprint::FingerprintMode, idempotent,
 };
@@ -27,7 +29,9 @@ with_defaults!(
     store_server_errors = false,
     fingerprint = "json",
     on_store_error = "fail",
-    key_syntax = "lenient"
+    key_syntax = "lenient",
+    resume_after = "off",
+    keep_headers = []
 );
 
 #[idempotent]
@@ -79,9 +83,16 @@ fn the_defaults_tested_here_are_the_documented_ones() {
     store_server_errors = true,
     fingerprint = "raw",
     on_store_error = "run",
-    key_syntax = "strict"
+    key_syntax = "strict",
+    resume_after = "30s",
+    keep_headers = ["x-request-source", "accept-language"]
 )]
 async fn every_argument() {}
+
+static KEPT: [HeaderName; 2] = [
+    HeaderName::from_static("x-request-source"),
+    HeaderName::from_static("accept-language"),
+];
 
 #[test]
 fn every_argument_reaches_the_policy() {
@@ -94,7 +105,9 @@ fn every_argument_reaches_the_policy() {
         .store_server_errors(true)
         .fingerprint(FingerprintMode::Raw)
         .on_store_error(OnStoreError::RunWithoutRecord)
-        .key_syntax(KeySyntax::Strict);
+        .key_syntax(KeySyntax::Strict)
+        .resume_after(Duration::from_secs(30))
+        .keep_headers(&KEPT);
     assert_eq!(every_argument.policy(), expected);
     assert_eq!(every_argument.policy().validate(), Ok(()));
 }

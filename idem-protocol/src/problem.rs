@@ -62,6 +62,14 @@
 //! ### store-unavailable
 //! **503 Service Unavailable.** The store that keeps idempotency records could not be reached, so the server refused
 //! to run the operation rather than risk running it twice. Retry after `Retry-After` seconds.
+//!
+//! ### steps-changed
+//! **500 Internal Server Error.** The operation was interrupted part-way and run again, and
+//! this run's steps do not match the ones its first run recorded (a step under another name,
+//! in another order, or an output that no longer reads back): the service was changed under
+//! an operation in flight. It stops there, runs no step twice, and is not resumed on its own;
+//! the service's operators are told. Retrying later with the same key gets the same answer
+//! until they settle the operation.
 
 use http::StatusCode;
 
@@ -98,6 +106,9 @@ pub enum ProblemKind {
     Misconfigured,
     /// 503: the idempotency store is unavailable.
     StoreUnavailable,
+    /// 500: a run of an interrupted operation does not match the steps its first run
+    /// recorded.
+    StepsChanged,
 }
 
 impl ProblemKind {
@@ -110,7 +121,9 @@ impl ProblemKind {
             Self::ResponseNotReplayable => StatusCode::GONE,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::HandlerFailed | Self::Misconfigured => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::HandlerFailed | Self::Misconfigured | Self::StepsChanged => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -129,6 +142,7 @@ impl ProblemKind {
             Self::HandlerFailed => "The request failed",
             Self::Misconfigured => "Idempotency is not configured for this route",
             Self::StoreUnavailable => "The idempotency store is unavailable",
+            Self::StepsChanged => "The operation's steps changed while it was in flight",
         }
     }
 
@@ -146,6 +160,7 @@ impl ProblemKind {
             Self::HandlerFailed => "handler-failed",
             Self::Misconfigured => "misconfigured",
             Self::StoreUnavailable => "store-unavailable",
+            Self::StepsChanged => "steps-changed",
         }
     }
 
@@ -160,7 +175,7 @@ impl ProblemKind {
 mod tests {
     use super::*;
 
-    const ALL: [ProblemKind; 11] = [
+    const ALL: [ProblemKind; 12] = [
         ProblemKind::KeyMissing,
         ProblemKind::KeyMalformed,
         ProblemKind::PrincipalMissing,
@@ -172,6 +187,7 @@ mod tests {
         ProblemKind::HandlerFailed,
         ProblemKind::Misconfigured,
         ProblemKind::StoreUnavailable,
+        ProblemKind::StepsChanged,
     ];
 
     #[test]

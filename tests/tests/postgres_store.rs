@@ -18,7 +18,9 @@ use idem_core::{
     replay::StoredResponse,
     store::{
         Claim, ClaimOutcome, LeaseToken, PostgresStore, Store, StoreError,
-        postgres::{PostgresTransaction, TableName, TableNameError, migration_sql},
+        postgres::{
+            PostgresTransaction, TableName, TableNameError, migration_files, migration_sql,
+        },
     },
 };
 use idem_tests::postgres_fixture::{admin_pool, count, database_url, drop_table, fresh_store};
@@ -68,6 +70,7 @@ fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, ttl: Duration) -> 
         token: LeaseToken::random(),
         lease: ttl.min(MINUTE),
         ttl,
+        resumable: None,
     }
 }
 
@@ -272,13 +275,17 @@ async fn replays_and_conflicts_do_not_wait_for_row_locks() {
     drop_table(&admin, &store.table().to_string()).await;
 }
 
-/// The SQL file is what `migrate` runs for the default name, and running either gives the
+/// The SQL files are what `migrate` runs for the default name, and running either gives the
 /// same table; running `migrate` again changes nothing.
 #[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_migration_file_and_function_are_the_same() {
-    let file = include_str!("../../idem-core/migrations/postgres/001_idempotency_records.sql");
-    assert_eq!(migration_sql(&TableName::default()), file);
+    let files = [
+        include_str!("../../idem-core/migrations/postgres/001_idempotency_records.sql"),
+        include_str!("../../idem-core/migrations/postgres/002_steps.sql"),
+    ];
+    assert_eq!(migration_files(&TableName::default()), files);
+    assert_eq!(migration_sql(&TableName::default()), files.concat());
 
     let Some(url) = database_url("the_migration_file_and_function_are_the_same") else {
         return;
@@ -292,7 +299,9 @@ async fn the_migration_file_and_function_are_the_same() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    sqlx::raw_sql(file).execute(&mut *conn).await.unwrap();
+    for file in files {
+        sqlx::raw_sql(file).execute(&mut *conn).await.unwrap();
+    }
     sqlx::query("RESET search_path")
         .execute(&mut *conn)
         .await
@@ -324,6 +333,53 @@ async fn the_migration_file_and_function_are_the_same() {
     assert_eq!(
         on_file.claim(claim(&key, &fp, MINUTE)).await.unwrap(),
         ClaimOutcome::Claimed
+    );
+    drop_schema(&admin, &schema).await;
+}
+
+/// A table made by the first migration alone (a service of the version before steps) keeps
+/// its records through `migrate`, which adds the second one's columns, while it serves.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_of_the_first_migration_keeps_its_records_through_the_second() {
+    let Some(url) =
+        database_url("a_table_of_the_first_migration_keeps_its_records_through_the_second")
+    else {
+        return;
+    };
+    let admin = admin_pool(&url).await;
+    let schema = fresh_schema(&admin).await;
+    let table = TableName::new(&format!("{schema}.idempotency_records")).unwrap();
+    let [first, _] = migration_files(&table);
+    sqlx::raw_sql(AssertSqlSafe(first))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let (key, fp) = (new_key(), fingerprint("{}"));
+    let stored = StoredResponse::new(
+        StatusCode::CREATED,
+        HeaderMap::new(),
+        Bytes::from_static(b"{\"id\":\"pay_1\"}"),
+    );
+    let insert = format!(
+        "INSERT INTO {table} (key, fingerprint, state, expires_at, response_status, \
+         response_format, response, created_at, updated_at) \
+         VALUES ($1, $2, 'completed', now() + interval '1 hour', 201, 1, $3, now(), now())"
+    );
+    sqlx::query(AssertSqlSafe(insert))
+        .bind(key.as_bytes().to_vec())
+        .bind(fp.to_bytes().to_vec())
+        .bind(stored.encode().unwrap())
+        .execute(&admin)
+        .await
+        .unwrap();
+    let store = PostgresStore::builder()
+        .table_name(table)
+        .build(admin.clone());
+    store.migrate().await.unwrap();
+    assert_eq!(
+        store.claim(claim(&key, &fp, MINUTE)).await.unwrap(),
+        ClaimOutcome::Completed(stored)
     );
     drop_schema(&admin, &schema).await;
 }
@@ -459,6 +515,7 @@ async fn the_sweeper_deletes_expired_records_in_batches() {
             token,
             lease: short,
             ttl: short,
+            resumable: None,
         };
         store.claim(lapsing).await.unwrap();
         if i < 15 {
@@ -503,6 +560,7 @@ async fn the_sweeper_deletes_expired_records_in_batches() {
             token: LeaseToken::random(),
             lease: short,
             ttl: short,
+            resumable: None,
         };
         store.claim(lapsing).await.unwrap();
     }

@@ -56,6 +56,7 @@ fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken)
         token,
         lease: MINUTE,
         ttl: MINUTE,
+        resumable: None,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use axum::{RequestExt, extract::Request, response::Response};
 use bytes::Bytes;
-use http::request::Parts;
+use http::{HeaderMap, request::Parts};
 use http_body_util::{BodyExt, LengthLimitError};
 use idem_protocol::key::IdempotencyKey;
 
@@ -13,7 +13,9 @@ use crate::{
     policy::Policy,
     replay::capture::BodyBuffer,
     runtime::Idempotency,
-    scope::{Route, StoreKey},
+    scope::{Principal, Route, StoreKey},
+    steps::Resumption,
+    store::steps::KeptRequest,
 };
 
 /// A request that passed the checks that need no store.
@@ -99,28 +101,82 @@ fn is_length_limit(error: &axum::Error) -> bool {
     false
 }
 
+/// Whose key it is: the principal, when the scope has one, and the store key made from it.
+pub(super) struct Scoped {
+    pub(super) key: StoreKey,
+    pub(super) principal: Option<Principal>,
+}
+
 /// The principal of the request and the store key made from it, or 401.
+///
+/// A run of the resumer is scoped to the principal its operation's record was, whatever the
+/// resolver would say of a request without credentials, and must map to that very record.
 pub(super) fn store_key(
     idem: &Idempotency,
     policy: &Policy,
     parts: &Parts,
     key: &IdempotencyKey,
     route: &Route,
-) -> Result<StoreKey, Response> {
+) -> Result<Scoped, Response> {
     let scope = &policy.scope;
+    let resumption = parts.extensions.get::<Resumption>();
     let principal = if scope.needs_principal() {
-        match idem.resolver().resolve(scope, parts) {
+        let resolved = match resumption {
+            Some(resumption) => resumption.principal.clone(),
+            None => idem.resolver().resolve(scope, parts),
+        };
+        match resolved {
             Some(principal) => Some(principal),
             None => return Err(problems::principal_missing(idem, scope, route)),
         }
     } else {
         None
     };
-    Ok(StoreKey::new(
+    let store_key = StoreKey::new(
         scope,
         principal.as_ref(),
         &parts.method,
         route.as_str(),
         key,
-    ))
+    );
+    if let Some(resumption) = resumption
+        && resumption.key != store_key
+    {
+        return Err(problems::resumed_elsewhere(idem, route, &resumption.key));
+    }
+    Ok(Scoped {
+        key: store_key,
+        principal,
+    })
+}
+
+/// What a resumable route keeps of a request, to run it again without its client: the method,
+/// the target, the key, the principal, `Content-Type` and the headers the route names (never
+/// credentials), and the body.
+pub(super) fn kept_request(
+    policy: &Policy,
+    parts: &Parts,
+    body: &Bytes,
+    key: &IdempotencyKey,
+    principal: Option<&Principal>,
+) -> KeptRequest {
+    let mut headers = HeaderMap::new();
+    let names = std::iter::once(&http::header::CONTENT_TYPE).chain(policy.keep_headers);
+    for name in names {
+        for value in parts.headers.get_all(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |target| target.as_str());
+    KeptRequest::new(
+        parts.method.clone(),
+        target,
+        key.clone(),
+        principal.cloned(),
+        headers,
+        body.clone(),
+    )
 }

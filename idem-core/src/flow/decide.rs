@@ -14,7 +14,10 @@ use crate::{
     replay::StoredResponse,
     runtime::Idempotency,
     scope::{Route, StoreKey},
-    store::{Claim, ClaimOutcome, LeaseToken, StoreError},
+    store::{
+        Claim, ClaimOutcome, LeaseToken, StepSupport, StoreError,
+        steps::{KeptRequest, Progress, Resumable},
+    },
 };
 
 /// What becomes of a request, once the store has answered its claim.
@@ -28,13 +31,15 @@ pub(super) enum Decision {
 }
 
 /// The key as this request holds it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub(super) struct Lease {
     /// The token the claim holds the key under; every later write of the key is fenced by it.
     pub(super) token: LeaseToken,
     /// How long the in-flight record lives in the store ([`Claim::in_flight_lifetime`]):
     /// past it, a write that never landed has nothing left to settle.
     pub(super) lifetime: Duration,
+    /// What the claim found of an operation that stopped part-way, when it resumes one.
+    pub(super) progress: Option<Box<Progress>>,
 }
 
 /// How long a waiting request sleeps between claims, at first and at most.
@@ -49,7 +54,14 @@ pub(super) async fn decide(
     key: &StoreKey,
     fingerprint: &Fingerprint,
     route: &Route,
+    kept: Option<&KeptRequest>,
 ) -> Decision {
+    // A store that keeps requests keeps a resumable route's with its claim; for the others
+    // the runtime keeps it, should the operation stop part-way.
+    let resumable = kept
+        .zip(policy.resume_after)
+        .filter(|_| idem.store().step_support() == StepSupport::Durable)
+        .map(|(request, after)| Resumable { request, after });
     // A result this process ran, which the store has not taken yet: the store still shows its
     // key in flight, and the process knows better.
     match idem.own_copy(key, fingerprint) {
@@ -70,7 +82,7 @@ pub(super) async fn decide(
     loop {
         // A waiting request claims again rather than only looking: if the first request
         // released its key or its lease lapsed meanwhile, this one takes over at once.
-        match attempt(idem, policy, key, fingerprint, route).await {
+        match attempt(idem, policy, key, fingerprint, route, resumable).await {
             Attempt::Decided(decision) => return decision,
             Attempt::InFlight => {
                 let now = Instant::now();
@@ -107,6 +119,7 @@ async fn attempt(
     key: &StoreKey,
     fingerprint: &Fingerprint,
     route: &Route,
+    resumable: Option<Resumable<'_>>,
 ) -> Attempt {
     let claim = Claim {
         key,
@@ -114,6 +127,7 @@ async fn attempt(
         token: LeaseToken::random(),
         lease: policy.lease,
         ttl: policy.ttl,
+        resumable,
     };
     let unanswered = UnansweredClaim::new(idem, &claim, route);
     let outcome = match idem.claim(claim).await {
@@ -154,6 +168,21 @@ async fn attempt(
             Attempt::Decided(Decision::Run(Lease {
                 token: claim.token,
                 lifetime: claim.in_flight_lifetime(),
+                progress: None,
+            }))
+        }
+        ClaimOutcome::Resumed(progress) => {
+            let detail = format_args!(
+                "resuming an operation that stopped part-way, after {} recorded steps and {} \
+                 suspensions",
+                progress.steps.len(),
+                progress.suspensions
+            );
+            record(route, key, Outcome::Resumed, &detail);
+            Attempt::Decided(Decision::Run(Lease {
+                token: claim.token,
+                lifetime: claim.in_flight_lifetime(),
+                progress: Some(Box::new(progress)),
             }))
         }
         ClaimOutcome::InFlight => Attempt::InFlight,

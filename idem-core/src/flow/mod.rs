@@ -135,15 +135,27 @@ async fn handle<E: Endpoint>(
         Ok(head) => head,
         Err(rejection) => return rejection,
     };
-    let store_key = match admit::store_key(idem, policy, &parts, &key, &route) {
-        Ok(store_key) => store_key,
+    let scoped = match admit::store_key(idem, policy, &parts, &key, &route) {
+        Ok(scoped) => scoped,
         Err(refusal) => return refusal,
     };
+    let kept = policy
+        .resume_after
+        .map(|_| admit::kept_request(policy, &parts, &body, &key, scoped.principal.as_ref()));
+    let store_key = scoped.key;
     let mut prepared = match endpoint.prepare(head, parts, body).await {
         Ok(prepared) => prepared,
         Err(rejection) => return rejection,
     };
-    let lease = match decide::decide(idem, policy, &store_key, &fingerprint, &route).await {
+    let claimed = decide::decide(
+        idem,
+        policy,
+        &store_key,
+        &fingerprint,
+        &route,
+        kept.as_ref(),
+    );
+    let lease = match claimed.await {
         Decision::Respond(response) => return response,
         Decision::Run(lease) => Some(lease),
         Decision::RunWithoutRecord => None,
@@ -166,6 +178,7 @@ async fn handle<E: Endpoint>(
         lease,
         route,
         context,
+        kept,
     };
     execution.execute(handler).await
 }

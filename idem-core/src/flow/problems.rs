@@ -11,7 +11,8 @@ use crate::{
     policy::Policy,
     problem::ProblemKind,
     runtime::Idempotency,
-    scope::{Route, Scope},
+    scope::{Route, Scope, StoreKey},
+    steps::journal::changed_detail,
 };
 
 /// A refusal before the store is asked: logged and counted as such.
@@ -228,4 +229,28 @@ pub(crate) fn rolled_back(idem: &Idempotency, policy: &Policy, released: Release
         released.explained()
     );
     store_unavailable(idem, policy, detail)
+}
+
+/// 500: a run of the resumer maps to another record than its operation's: the route's scope,
+/// template or key handling changed since the operation was kept. Nothing runs.
+pub(crate) fn resumed_elsewhere(idem: &Idempotency, route: &Route, kept: &StoreKey) -> Response {
+    observe::record(
+        Outcome::StepsChanged,
+        route.as_str(),
+        Some(kept),
+        &"a resumption maps to another record than its operation's (the route's scope, template \
+          or key changed since); it was not run",
+    );
+    idem.problem(
+        ProblemKind::StepsChanged,
+        "this resumption of an operation maps to another record than the operation's own; it \
+         was not run",
+    )
+    .into_response()
+}
+
+/// 500: a run of an operation does not match the steps its first run recorded.
+pub(crate) fn steps_changed(idem: &Idempotency, why: &str) -> Response {
+    idem.problem(ProblemKind::StepsChanged, changed_detail(why))
+        .into_response()
 }

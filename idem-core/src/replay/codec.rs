@@ -228,10 +228,21 @@ pub(super) fn decode(bytes: &[u8]) -> Result<StoredResponse, DecodeError> {
     })
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads a record's fields one after another, never past its end. Shared by the codecs of
+/// every record a store keeps in bytes (responses, steps, kept requests).
+pub(crate) struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Self(bytes)
+    }
+
+    /// Whether every byte has been read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
         if self.0.len() < len {
             return Err(DecodeError::Malformed("record ends early"));
         }
@@ -246,19 +257,19 @@ impl<'a> Reader<'a> {
             .map_err(|_| DecodeError::Malformed("record ends early"))
     }
 
-    fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, DecodeError> {
+    pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
         self.array().map(u16::from_be_bytes)
     }
 
-    fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
         self.array().map(u32::from_be_bytes)
     }
 
-    fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         self.array().map(u64::from_be_bytes)
     }
 }

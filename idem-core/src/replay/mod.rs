@@ -32,7 +32,7 @@
 //! (`response-not-replayable`, with the original status in `originalStatus`).
 
 pub(crate) mod capture;
-mod codec;
+pub(crate) mod codec;
 
 use axum::{
     body::Body,

@@ -10,7 +10,10 @@ use super::Idempotency;
 use crate::{
     replay::StoredResponse,
     scope::StoreKey,
-    store::{Claim, ClaimOutcome, LeaseToken, StoreError, StoreTransaction},
+    store::{
+        Claim, ClaimOutcome, LeaseToken, StoreError, StoreTransaction,
+        steps::{DueOperation, RecordedStep},
+    },
 };
 
 impl Idempotency {
@@ -70,6 +73,53 @@ impl Idempotency {
         token: LeaseToken,
     ) -> Result<(), StoreError> {
         self.within_timeout(self.store().release(key, token)).await
+    }
+
+    /// Records a step's output ([`Store::record_step`](crate::store::Store::record_step)).
+    pub(crate) async fn record_step(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(self.store().record_step(key, token, index, step))
+            .await
+    }
+
+    /// Records a step's output inside its transaction, and commits both
+    /// ([`StoreTransaction::record_step`]).
+    #[cfg(feature = "postgres")]
+    pub(crate) async fn record_step_in(
+        &self,
+        transaction: Box<dyn StoreTransaction>,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(transaction.record_step(key, token, index, step))
+            .await
+    }
+
+    /// Suspends an operation ([`Store::suspend`](crate::store::Store::suspend)).
+    pub(crate) async fn suspend(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        resume_in: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        self.within_timeout(self.store().suspend(key, token, resume_in))
+            .await
+    }
+
+    /// The operations due for resumption ([`Store::due`](crate::store::Store::due)).
+    pub(crate) async fn due(
+        &self,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<DueOperation>, StoreError> {
+        self.within_timeout(self.store().due(limit, hold)).await
     }
 
     /// Opens a transaction for a handler's writes ([`Store::begin`](crate::store::Store::begin)).

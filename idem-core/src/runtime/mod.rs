@@ -29,10 +29,12 @@ use std::{
 mod background;
 mod calls;
 mod pending;
+pub(crate) mod resumer;
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use self::pending::Pending;
+pub use self::resumer::{ResumeError, Resumer};
+use self::{pending::Pending, resumer::Schedule};
 use crate::{
     policy::Policy,
     problem::{Problem, ProblemKind},
@@ -68,6 +70,10 @@ struct RuntimeState {
     max_ttl: Option<Duration>,
     /// Whether a request without a principal has been explained in the log yet.
     missing_principal_explained: AtomicBool,
+    /// Stops the resumer, when one runs.
+    resumer: Mutex<Option<CancellationToken>>,
+    /// The operations this process suspended and resumes itself (see [`resumer`]).
+    schedule: Schedule,
 }
 
 impl Idempotency {
@@ -117,6 +123,12 @@ impl Idempotency {
         self.state.pending.len()
     }
 
+    /// The number of operations this process suspended and will resume itself, on a store
+    /// that does not find due operations on its own (see [`resumer`](Self::resumer)).
+    pub fn scheduled_resumptions(&self) -> usize {
+        self.state.schedule.len()
+    }
+
     /// Waits until every handler that is running has finished and stored its result. Call
     /// it after the server stopped accepting requests (axum's graceful shutdown), before the
     /// process exits: a handler whose client disconnected is still running, and its result is
@@ -142,6 +154,8 @@ impl Idempotency {
     /// # Ok(()) }
     /// ```
     pub fn shutdown(&self) -> impl Future<Output = ()> + Send + 'static {
+        // No operation is resumed from here on; those being resumed finish below.
+        self.stop_resuming();
         let state = Arc::clone(&self.state);
         state.tasks.close();
         async move {
@@ -345,6 +359,8 @@ impl IdempotencyBuilder {
                 problem_type_base: self.problem_type_base,
                 max_ttl: self.max_ttl,
                 missing_principal_explained: AtomicBool::new(false),
+                resumer: Mutex::default(),
+                schedule: Schedule::default(),
             }),
         }
     }

@@ -44,7 +44,10 @@ use async_trait::async_trait;
 use moka::{policy::EvictionPolicy, sync::Cache};
 use tokio::time::Instant;
 
-use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
+use super::{
+    Claim, ClaimOutcome, LeaseToken, Store, StoreError,
+    steps::{Progress, RecordedStep, StepSupport},
+};
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 
 const SHARDS: usize = 64;
@@ -72,6 +75,10 @@ struct InFlight {
     token: LeaseToken,
     lease_until: Instant,
     expires_at: Instant,
+    /// The steps that ended, for an operation of several steps (empty, unallocated, for the
+    /// others), and how often the operation was suspended.
+    steps: Vec<RecordedStep>,
+    suspensions: u32,
 }
 
 /// A completed record, as moka keeps it (by value: cloning it shares the response).
@@ -321,6 +328,8 @@ impl MemoryStore {
             token: claim.token,
             lease_until: now + claim.lease,
             expires_at: now + claim.in_flight_lifetime(),
+            steps: Vec::new(),
+            suspensions: 0,
         };
         match shard.live(claim.key, now) {
             None => {
@@ -331,10 +340,21 @@ impl MemoryStore {
                 stored_algorithm: Some(record.fingerprint.algorithm()),
             },
             Some(record) if record.lease_until > now => ClaimOutcome::InFlight,
-            Some(record) => {
+            Some(record) if record.steps.is_empty() && record.suspensions == 0 => {
                 // The holder's lease lapsed: take over, fencing it out with the new token.
                 *record = fresh;
                 ClaimOutcome::Claimed
+            }
+            Some(record) => {
+                // An operation that stopped part-way: take over and resume it, keeping its
+                // steps and its expiry (rule 12).
+                record.token = claim.token;
+                record.lease_until = now + claim.lease;
+                record.expires_at = record.expires_at.max(now + claim.lease);
+                ClaimOutcome::Resumed(Progress {
+                    steps: record.steps.clone(),
+                    suspensions: record.suspensions,
+                })
             }
         }
     }
@@ -423,6 +443,47 @@ impl Store for MemoryStore {
         record.expires_at = record.expires_at.max(now + lease);
         Ok(())
     }
+
+    /// Steps live with the in-flight record, in this process; the runtime resumes an
+    /// abandoned operation itself.
+    fn step_support(&self) -> StepSupport {
+        StepSupport::Steps
+    }
+
+    async fn record_step(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let record = shard.held(key, token, now)?;
+        match record.steps.get(index) {
+            // The holder's own step, sent again.
+            Some(recorded) if recorded == step => Ok(()),
+            None if record.steps.len() == index => {
+                record.steps.push(step.clone());
+                Ok(())
+            }
+            _ => Err(StoreError::LeaseLost),
+        }
+    }
+
+    async fn suspend(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        _resume_in: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let record = shard.held(key, token, now)?;
+        record.lease_until = now;
+        record.suspensions = record.suspensions.saturating_add(1);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -459,6 +520,7 @@ mod tests {
                 token,
                 lease: Duration::from_secs(60),
                 ttl: Duration::from_secs(3600),
+                resumable: None,
             };
             assert_eq!(store.claim(claim).await.unwrap(), ClaimOutcome::Claimed);
             store
@@ -510,6 +572,7 @@ mod tests {
             token: LeaseToken::random(),
             lease: Duration::from_secs(60),
             ttl: Duration::from_secs(60),
+            resumable: None,
         };
         store.claim(claim).await.unwrap();
         flood(&store, 1_000, 10).await;

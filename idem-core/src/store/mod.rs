@@ -15,7 +15,7 @@
 //! # let fingerprint = Fingerprint::compute(&http::Method::POST, "/payments", &http::HeaderMap::new(), b"{}", FingerprintMode::Json);
 //! let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
 //! let token = LeaseToken::random();
-//! let claim = Claim { key: &key, fingerprint: &fingerprint, token, lease: Duration::from_secs(60), ttl: Duration::from_secs(3600) };
+//! let claim = Claim { key: &key, fingerprint: &fingerprint, token, lease: Duration::from_secs(60), ttl: Duration::from_secs(3600), resumable: None };
 //! assert!(matches!(store.claim(claim).await?, ClaimOutcome::Claimed));
 //! // A second claim with another token finds the first one running.
 //! let again = Claim { token: LeaseToken::random(), ..claim };
@@ -67,6 +67,29 @@
 //!     [`StoreError::NotDurable`], so the handler never runs on a claim that a failover could
 //!     take back and hand to a retry.
 //!
+//!
+//! A store that keeps the steps of operations of several steps ([`Store::step_support`],
+//! see [`steps`] and docs/steps.md) keeps three more:
+//!
+//! 11. **Steps in order.** [`record_step`](Store::record_step) appends the step at `index` to
+//!     the record in flight under the caller's token, and only if the record holds exactly
+//!     `index` steps; fenced like rule 5. The same step sent again by its holder (its first
+//!     answer was lost) answers `Ok` and changes nothing.
+//! 12. **Suspended, not released.** [`suspend`](Store::suspend) (fenced) ends the holder's
+//!     lease at once and keeps the record in flight with its fingerprint and steps, counting
+//!     one suspension more. A claim with the same fingerprint then takes the key over at once
+//!     and answers [`ClaimOutcome::Resumed`] with the steps in order and the count of
+//!     suspensions; so does a takeover (rule 4) of a record that holds steps. Such a takeover
+//!     keeps the record's expiry (at least its lease from now): an operation that never
+//!     completes is forgotten a TTL after its first claim, however often it is resumed.
+//! 13. **Durable resumption** (stores of [`StepSupport::Durable`] only). A claim's
+//!     [`Resumable`](steps::Resumable) request is kept with the in-flight record until it
+//!     completes or is released, and [`due`](Store::due) answers the in-flight records that
+//!     keep one, whose lease has lapsed, and whose time has come: `resume_in` after their
+//!     last suspension, or `after` past the lapse of a lease that was never suspended. `due`
+//!     defers each record it answers by `hold`, so that concurrent calls, from any instance,
+//!     do not answer it twice within that time.
+//!
 //! A store keeps time on its own clock (the memory store on tokio's, Redis and PostgreSQL on
 //! the server's), so leases and TTLs are consistent across every process that shares it.
 
@@ -74,6 +97,7 @@ pub mod memory;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
+pub mod steps;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
@@ -94,6 +118,8 @@ pub use self::postgres::PostgresStore;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::RedisStore;
+pub use self::steps::StepSupport;
+use self::steps::{DueOperation, Progress, RecordedStep, Resumable};
 use crate::{
     fingerprint::{Fingerprint, FingerprintAlgorithm},
     replay::{EncodeError, StoredResponse},
@@ -150,6 +176,9 @@ pub struct Claim<'a> {
     pub lease: Duration,
     /// The policy's TTL; an in-flight record lives `max(ttl, lease)`.
     pub ttl: Duration,
+    /// The request of a route the service resumes itself, for a store of
+    /// [`StepSupport::Durable`] to keep (rule 13); other stores ignore it.
+    pub resumable: Option<Resumable<'a>>,
 }
 
 impl Claim<'_> {
@@ -165,6 +194,9 @@ impl Claim<'_> {
 pub enum ClaimOutcome {
     /// The key is now in flight under the claim's token: run the operation.
     Claimed,
+    /// The key was taken over from an operation that stopped part-way (rule 12): it is in
+    /// flight under the claim's token, and the operation resumes after the steps that ended.
+    Resumed(Progress),
     /// The operation already ran: replay this response.
     Completed(StoredResponse),
     /// Another request holds the key and its lease is alive.
@@ -302,6 +334,46 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
         Err(StoreError::Unsupported("transactions"))
     }
+
+    /// What the store keeps of operations of several steps (rules 11 to 13). The default,
+    /// [`StepSupport::None`], keeps the defaults of the three calls below, which answer
+    /// [`StoreError::Unsupported`].
+    fn step_support(&self) -> StepSupport {
+        StepSupport::None
+    }
+
+    /// Records the output of the step at `index` of the operation held under `token` (rule
+    /// 11). [`StoreError::LeaseLost`] when `token` does not hold the key, or the record does
+    /// not hold exactly `index` steps.
+    async fn record_step(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        let _ = (key, token, index, step);
+        Err(StoreError::Unsupported("steps"))
+    }
+
+    /// Suspends the operation held under `token` (rule 12): its lease ends now, its steps
+    /// stay, and a durable store makes it due for resumption `resume_in` from now (never,
+    /// with `None`). [`StoreError::LeaseLost`] when `token` does not hold the key.
+    async fn suspend(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        resume_in: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let _ = (key, token, resume_in);
+        Err(StoreError::Unsupported("steps"))
+    }
+
+    /// At most `limit` operations due for resumption, each deferred by `hold` (rule 13).
+    async fn due(&self, limit: usize, hold: Duration) -> Result<Vec<DueOperation>, StoreError> {
+        let _ = (limit, hold);
+        Err(StoreError::Unsupported("durable resumption"))
+    }
 }
 
 /// A transaction of a transactional store, shared by the handler's writes and the record's
@@ -326,6 +398,20 @@ pub trait StoreTransaction: Send + 'static {
 
     /// Rolls the handler's writes back.
     async fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+
+    /// Records the step at `index` inside this transaction, then commits: the step's writes
+    /// and its output commit together. Fenced like [`Store::record_step`]; errors as for
+    /// [`complete`](Self::complete). The default answers [`StoreError::Unsupported`].
+    async fn record_step(
+        self: Box<Self>,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        let _ = (key, token, index, step);
+        Err(StoreError::Unsupported("steps in a transaction"))
+    }
 
     /// The store's own transaction type, for its extractor to hand to the handler.
     fn as_any_mut(&mut self) -> &mut (dyn Any + Send);

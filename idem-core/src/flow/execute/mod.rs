@@ -31,7 +31,8 @@ use crate::{
     replay::capture::{Capture, Captured, Unfinished, capture, finish},
     runtime::Idempotency,
     scope::{Route, StoreKey},
-    store::StoreError,
+    steps::journal::{Held, Stop},
+    store::{StoreError, steps::KeptRequest},
 };
 
 /// A claimed key and what the runtime needs to finish its request.
@@ -43,6 +44,9 @@ pub(super) struct Execution {
     pub(super) lease: Lease,
     pub(super) route: Route,
     pub(super) context: IdempotencyContext,
+    /// The request of a resumable route, for the runtime to run it again should the
+    /// operation stop part-way (stores that keep it themselves have it already).
+    pub(super) kept: Option<KeptRequest>,
 }
 
 /// How the handler's work ended.
@@ -62,10 +66,11 @@ enum Finished {
 impl Execution {
     /// Runs the handler that `call` starts to the end, stores its result (or releases the
     /// key) and answers.
-    pub(super) async fn execute<F>(self, call: impl FnOnce() -> F + Send) -> Response
+    pub(super) async fn execute<F>(mut self, call: impl FnOnce() -> F + Send) -> Response
     where
         F: Future<Output = Response> + Send,
     {
+        self.hold_journal();
         let finished = match self.run(call).await {
             // A transaction commits before its caller sees anything: wait for the whole body.
             Finished::Unfinished(unfinished) if self.context.transaction_begun() => {
@@ -86,9 +91,16 @@ impl Execution {
         F: Future<Output = Response> + Send,
     {
         let policy = self.policy;
+        let context = &self.context;
         let work = AssertUnwindSafe(async move {
             let response = call().await;
-            if !counts_as_result(&policy, &response) {
+            // A step that ended the operation makes its answer the result, whatever its
+            // status; one that stopped it otherwise leaves it unfinished.
+            let result = match context.journal().ending() {
+                None => counts_as_result(&policy, &response),
+                Some(stop) => stop == Stop::Terminal,
+            };
+            if !result {
                 return Finished::NotAResult(response);
             }
             match capture(response, &policy) {
@@ -105,6 +117,20 @@ impl Execution {
             finished = work => finished.unwrap_or(Finished::Panicked),
             never = self.heartbeat() => match never {},
         }
+    }
+
+    /// Tells the run's steps which record they write to, and what the claim found of them.
+    fn hold_journal(&mut self) {
+        let held = Held {
+            key: self.key,
+            token: self.lease.token,
+            max_output: self.policy.max_stored_body,
+        };
+        let (recorded, suspensions) = match self.lease.progress.take() {
+            Some(progress) => (progress.steps, progress.suspensions),
+            None => (Vec::new(), 0),
+        };
+        self.context.journal().hold(held, recorded, suspensions);
     }
 
     /// Reads the rest of a response body, renewing the lease meanwhile.

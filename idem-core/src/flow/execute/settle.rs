@@ -10,6 +10,8 @@ use crate::{
     flow::problems::{self, Released},
     observe::{self, Outcome},
     replay::{StoredResponse, capture::Captured},
+    runtime::resumer,
+    steps::journal::Stop,
     store::{StoreError, StoreTransaction},
 };
 
@@ -45,6 +47,17 @@ impl Execution {
             Finished::Result(captured) => self.complete(captured).await,
             Finished::Unfinished(unfinished) => self.stream(unfinished),
             Finished::NotAResult(response) => {
+                let changed = match self.context.journal().ending() {
+                    Some(Stop::Changed(why)) => Some(why),
+                    _ => None,
+                };
+                if let Some(why) = changed {
+                    // The handler's answer was made without the steps it should have
+                    // reached: it is not sent.
+                    self.record(Outcome::StepsChanged, &why);
+                    self.release("stopped: its steps changed").await;
+                    return problems::steps_changed(&self.idem, &why);
+                }
                 let why = if response.status().is_server_error() {
                     "a server error is not stored"
                 } else {
@@ -195,7 +208,15 @@ impl Execution {
                     "the outcome of the handler's transaction is unknown",
                     &error,
                 );
-                self.release_later();
+                if self.context.journal().stepped() {
+                    // Its steps stay whatever the commit did: a suspension that finds the
+                    // record completed changes nothing, and one that fails lets the lease
+                    // lapse on its own.
+                    self.suspend("suspended: its transaction's outcome is unknown")
+                        .await;
+                } else {
+                    self.release_later();
+                }
                 problems::store_unavailable(
                     &self.idem,
                     &self.policy,
@@ -208,7 +229,8 @@ impl Execution {
     }
 
     /// Rolls the handler's transaction back, if it opened one, and releases the key. A
-    /// release the store does not answer goes on in the background.
+    /// release the store does not answer goes on in the background. An operation that has
+    /// begun a step is suspended instead: its steps stay for the run that resumes it.
     pub(super) async fn release(&self, why: &str) -> Released {
         if let Some(transaction) = self.context.take_transaction().await
             && let Err(error) = self.idem.rollback(transaction).await
@@ -220,6 +242,9 @@ impl Execution {
                 "the handler's transaction could not be rolled back",
                 &error,
             );
+        }
+        if self.context.journal().stepped() {
+            return self.suspend(why).await;
         }
         match self.idem.release(&self.key, self.lease.token).await {
             Ok(()) => {
@@ -257,8 +282,72 @@ impl Execution {
     /// Hands the release to the runtime, which retries it in the background until the store
     /// answers or the in-flight record has expired.
     fn release_later(&self) {
-        let (key, lease) = (self.key, self.lease);
-        self.idem
-            .release_later(key, lease.token, lease.lifetime, self.route.clone());
+        self.idem.release_later(
+            self.key,
+            self.lease.token,
+            self.lease.lifetime,
+            self.route.clone(),
+        );
+    }
+
+    /// Suspends an operation that stopped part-way: the lease ends, the steps stay, and the
+    /// next run that takes the key over resumes it. A route the service resumes is due again
+    /// after its backoff, unless its steps changed (then only a person settles it).
+    ///
+    /// A suspension the store does not take is not retried: the lease lapses on its own
+    /// within a lease, and the operation is resumable all the same.
+    async fn suspend(&self, why: &str) -> Released {
+        let (stop, suspensions) = {
+            let mut journal = self.context.journal();
+            (journal.ending(), journal.suspensions())
+        };
+        let resume_in = match stop {
+            Some(Stop::Changed(_) | Stop::Fenced) => None,
+            _ => self
+                .policy
+                .resume_after
+                .map(|after| resumer::backoff(after, suspensions)),
+        };
+        let answer = self
+            .idem
+            .suspend(&self.key, self.lease.token, resume_in)
+            .await;
+        if let (
+            Some(resume_in),
+            Some(kept),
+            Ok(()) | Err(StoreError::Timeout(_) | StoreError::Backend(_)),
+        ) = (resume_in, &self.kept, &answer)
+        {
+            self.idem
+                .schedule(self.key, kept.clone(), resume_in, suspensions + 1);
+        }
+        match answer {
+            Ok(()) => {
+                let when = match resume_in {
+                    Some(after) => format!("the service resumes it in {after:?}"),
+                    None => "a retry with its key resumes it".to_owned(),
+                };
+                self.record(
+                    Outcome::Suspended,
+                    &format_args!("{why}; it keeps its steps, and {when}"),
+                );
+                Released::Now
+            }
+            Err(StoreError::LeaseLost) => {
+                self.record(
+                    Outcome::Fenced,
+                    &"another request took the operation over before it was suspended",
+                );
+                Released::TakenOver
+            }
+            Err(error) => {
+                self.record_error(
+                    Outcome::StoreError,
+                    "the operation could not be suspended; its lease lapses on its own, and it                      resumes after that",
+                    &error,
+                );
+                Released::Later
+            }
+        }
     }
 }

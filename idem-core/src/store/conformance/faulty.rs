@@ -15,7 +15,11 @@ use async_trait::async_trait;
 use crate::{
     replay::StoredResponse,
     scope::StoreKey,
-    store::{BoxError, Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction},
+    store::{
+        BoxError, Claim, ClaimOutcome, LeaseToken, StepSupport, Store, StoreError,
+        StoreTransaction,
+        steps::{DueOperation, RecordedStep},
+    },
 };
 
 /// A store call, as [`FaultyStore`] tells them apart.
@@ -29,9 +33,20 @@ pub enum Call {
     Release,
     /// [`Store::renew`].
     Renew,
+    /// [`Store::record_step`].
+    RecordStep,
+    /// [`Store::suspend`].
+    Suspend,
 }
 
-const CALLS: [Call; 4] = [Call::Claim, Call::Complete, Call::Release, Call::Renew];
+const CALLS: [Call; 6] = [
+    Call::Claim,
+    Call::Complete,
+    Call::Release,
+    Call::Renew,
+    Call::RecordStep,
+    Call::Suspend,
+];
 
 impl Call {
     fn index(self) -> usize {
@@ -77,8 +92,8 @@ type Injected = Option<(Fault, Option<usize>)>;
 #[derive(Default)]
 struct State {
     /// Per call, in the order of `CALLS`.
-    faults: [Mutex<Injected>; 4],
-    calls: [AtomicUsize; 4],
+    faults: [Mutex<Injected>; CALLS.len()],
+    calls: [AtomicUsize; CALLS.len()],
 }
 
 impl FaultyStore {
@@ -220,5 +235,34 @@ impl Store for FaultyStore {
 
     async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
         self.inner.begin().await
+    }
+
+    fn step_support(&self) -> StepSupport {
+        self.inner.step_support()
+    }
+
+    async fn record_step(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        let apply = self.inner.record_step(key, token, index, step);
+        self.call(Call::RecordStep, apply).await
+    }
+
+    async fn suspend(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        resume_in: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let apply = self.inner.suspend(key, token, resume_in);
+        self.call(Call::Suspend, apply).await
+    }
+
+    async fn due(&self, limit: usize, hold: Duration) -> Result<Vec<DueOperation>, StoreError> {
+        self.inner.due(limit, hold).await
     }
 }

@@ -37,7 +37,10 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tokio::time::sleep;
 
-use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
+use super::{
+    Claim, ClaimOutcome, LeaseToken, StepSupport, Store, StoreError,
+    steps::{KeptRequest, Progress, RecordedStep, Resumable},
+};
 use crate::{
     fingerprint::{Fingerprint, FingerprintMode},
     replay::StoredResponse,
@@ -79,6 +82,12 @@ macro_rules! store_conformance_tests {
             keys_are_independent,
             concurrent_claims_grant_the_key_once,
             an_unreadable_record_is_a_store_error,
+            steps_are_recorded_in_order,
+            a_suspended_operation_resumes_with_its_steps,
+            a_lapsed_operation_with_steps_resumes,
+            a_resumed_operation_keeps_its_expiry,
+            completion_ends_the_steps,
+            a_durable_store_answers_the_operations_due,
         );
     };
     (@tests $attributes:tt $make_store:tt; $($rule:ident),* $(,)?) => {
@@ -127,7 +136,13 @@ pub async fn every_rule(store: StoreUnderTest) {
     an_abandoned_claim_expires(store.clone()).await;
     keys_are_independent(store.clone()).await;
     concurrent_claims_grant_the_key_once(store.clone()).await;
-    an_unreadable_record_is_a_store_error(store).await;
+    an_unreadable_record_is_a_store_error(store.clone()).await;
+    steps_are_recorded_in_order(store.clone()).await;
+    a_suspended_operation_resumes_with_its_steps(store.clone()).await;
+    a_lapsed_operation_with_steps_resumes(store.clone()).await;
+    a_resumed_operation_keeps_its_expiry(store.clone()).await;
+    completion_ends_the_steps(store.clone()).await;
+    a_durable_store_answers_the_operations_due(store).await;
 }
 
 /// How a rule's test asks the [`corrupt`](StoreUnderTest::corrupt) hook to damage a record.
@@ -224,6 +239,7 @@ fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken)
         token,
         lease: LONG,
         ttl: LONG,
+        resumable: None,
     }
 }
 
@@ -692,4 +708,302 @@ pub async fn an_unreadable_record_is_a_store_error(subject: StoreUnderTest) {
             );
         }
     }
+}
+
+/// The store of a steps rule, or `None` (the rule says it is skipped) when it keeps none.
+fn keeping_steps(subject: &StoreUnderTest, rule: &str) -> Option<Arc<dyn Store>> {
+    if subject.store().step_support() == StepSupport::None {
+        eprintln!("skipped {rule}: the store keeps no steps (Store::step_support)");
+        return None;
+    }
+    Some(Arc::clone(subject.store()))
+}
+
+fn step(name: &str, output: &'static str) -> RecordedStep {
+    RecordedStep::new(name, Bytes::from_static(output.as_bytes()))
+}
+
+/// Rule 11: steps are appended in order by their holder only; the holder's step sent again
+/// changes nothing, a step out of place is refused.
+pub async fn steps_are_recorded_in_order(subject: StoreUnderTest) {
+    let Some(store) = keeping_steps(&subject, "steps_are_recorded_in_order") else {
+        return;
+    };
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    let (bank, ledger) = (step("bank", "{\"id\":1}"), step("ledger", "7"));
+    store
+        .record_step(&key, token, 0, &bank)
+        .await
+        .expect("the first step");
+    store
+        .record_step(&key, token, 0, &bank)
+        .await
+        .expect("the holder's step sent again answers Ok");
+    assert_lease_lost(
+        store.record_step(&key, token, 2, &ledger).await,
+        "a step after a gap",
+    );
+    assert_lease_lost(
+        store
+            .record_step(&key, LeaseToken::random(), 1, &ledger)
+            .await,
+        "a step under a foreign token",
+    );
+    store
+        .record_step(&key, token, 1, &ledger)
+        .await
+        .expect("the second step");
+    assert_lease_lost(
+        store.record_step(&new_key(), token, 0, &bank).await,
+        "a step of an absent key",
+    );
+}
+
+/// Rule 12: a suspended operation keeps its steps and is taken over at once by the same
+/// request, which resumes it; the old holder is fenced, and another request refused.
+pub async fn a_suspended_operation_resumes_with_its_steps(subject: StoreUnderTest) {
+    let Some(store) = keeping_steps(&subject, "a_suspended_operation_resumes_with_its_steps")
+    else {
+        return;
+    };
+    let (key, fp, old) = (new_key(), fingerprint("{\"n\":1}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, old)).await;
+    let (bank, ledger) = (step("bank", "\"bt_1\""), step("ledger", "7"));
+    store.record_step(&key, old, 0, &bank).await.unwrap();
+    store.record_step(&key, old, 1, &ledger).await.unwrap();
+    assert_lease_lost(
+        store.suspend(&key, LeaseToken::random(), None).await,
+        "a suspension under a foreign token",
+    );
+    store
+        .suspend(&key, old, None)
+        .await
+        .expect("the holder suspends");
+    assert_eq!(
+        claim_ok(
+            &*store,
+            claim(&key, &fingerprint("{\"n\":2}"), LeaseToken::random())
+        )
+        .await,
+        ClaimOutcome::Mismatch {
+            stored_algorithm: Some(fp.algorithm())
+        },
+        "a suspended operation keeps its fingerprint"
+    );
+    let new = LeaseToken::random();
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, new)).await,
+        ClaimOutcome::Resumed(Progress {
+            steps: vec![bank.clone(), ledger],
+            suspensions: 1,
+        })
+    );
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::InFlight,
+        "the resumed operation holds its key"
+    );
+    assert_lease_lost(
+        store.record_step(&key, old, 2, &bank).await,
+        "the old holder's step",
+    );
+    assert_lease_lost(
+        store.complete(&key, old, &response("{}"), LONG).await,
+        "the old holder's completion",
+    );
+    store
+        .record_step(&key, new, 2, &step("mail", "null"))
+        .await
+        .expect("the new holder goes on");
+    store.suspend(&key, new, None).await.unwrap();
+    match claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await {
+        ClaimOutcome::Resumed(progress) => {
+            assert_eq!(progress.steps.len(), 3);
+            assert_eq!(progress.suspensions, 2);
+        }
+        other => panic!("expected the operation resumed again, got {other:?}"),
+    }
+}
+
+/// Rule 12: an operation with steps whose lease lapsed (its process died) is resumed by the
+/// next claim of the same request.
+pub async fn a_lapsed_operation_with_steps_resumes(subject: StoreUnderTest) {
+    let Some(store) = keeping_steps(&subject, "a_lapsed_operation_with_steps_resumes") else {
+        return;
+    };
+    let (key, fp, old) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    let short = Claim {
+        lease: SHORT,
+        ..claim(&key, &fp, old)
+    };
+    claim_ok(&*store, short).await;
+    let bank = step("bank", "{}");
+    store.record_step(&key, old, 0, &bank).await.unwrap();
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::InFlight
+    );
+    sleep(PAST_SHORT).await;
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Resumed(Progress {
+            steps: vec![bank],
+            suspensions: 0,
+        })
+    );
+}
+
+/// Rule 12: resuming does not extend an operation's life: it is forgotten a TTL after its
+/// first claim (or a lease after its last takeover, if later), however often it is resumed.
+pub async fn a_resumed_operation_keeps_its_expiry(subject: StoreUnderTest) {
+    let Some(store) = keeping_steps(&subject, "a_resumed_operation_keeps_its_expiry") else {
+        return;
+    };
+    let (key, fp, first) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    let brief = Claim {
+        lease: SHORT,
+        ttl: SHORT,
+        ..claim(&key, &fp, first)
+    };
+    claim_ok(&*store, brief).await;
+    store
+        .record_step(&key, first, 0, &step("bank", "{}"))
+        .await
+        .unwrap();
+    store.suspend(&key, first, None).await.unwrap();
+    // A takeover that asks for a long TTL and a short lease.
+    let second = LeaseToken::random();
+    let takeover = Claim {
+        lease: SHORT / 3,
+        ttl: LONG,
+        ..claim(&key, &fp, second)
+    };
+    assert!(matches!(
+        claim_ok(&*store, takeover).await,
+        ClaimOutcome::Resumed(_)
+    ));
+    store.suspend(&key, second, None).await.unwrap();
+    sleep(PAST_SHORT).await;
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Claimed,
+        "the operation outlived its first claim's TTL"
+    );
+}
+
+/// Rules 11 and 12: a completed operation is a replay, steps or not; its holder's step after
+/// completion is refused.
+pub async fn completion_ends_the_steps(subject: StoreUnderTest) {
+    let Some(store) = keeping_steps(&subject, "completion_ends_the_steps") else {
+        return;
+    };
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    claim_ok(&*store, claim(&key, &fp, token)).await;
+    store
+        .record_step(&key, token, 0, &step("bank", "{}"))
+        .await
+        .unwrap();
+    store
+        .complete(&key, token, &response("{\"done\":1}"), LONG)
+        .await
+        .unwrap();
+    assert_lease_lost(
+        store
+            .record_step(&key, token, 1, &step("ledger", "1"))
+            .await,
+        "a step after completion",
+    );
+    assert_lease_lost(
+        store.suspend(&key, token, None).await,
+        "a suspension after completion",
+    );
+    assert_eq!(
+        claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,
+        ClaimOutcome::Completed(response("{\"done\":1}"))
+    );
+}
+
+/// Rule 13: a durable store keeps a resumable claim's request and answers the operation when
+/// it is due (`after` past a lapsed lease, `resume_in` after a suspension), deferring what it
+/// answers, and never answers one that is held, completed, or suspended without a time.
+pub async fn a_durable_store_answers_the_operations_due(subject: StoreUnderTest) {
+    let store = Arc::clone(subject.store());
+    if store.step_support() != StepSupport::Durable {
+        eprintln!("skipped a_durable_store_answers_the_operations_due: the store is not durable");
+        return;
+    }
+    let request = KeptRequest::new(
+        Method::POST,
+        "/transfers",
+        idem_protocol::key::IdempotencyKey::new("conformance-due").unwrap(),
+        Some(crate::scope::Principal::new("alice")),
+        HeaderMap::new(),
+        Bytes::from_static(b"{\"amount\":1}"),
+    );
+    let resumable = Resumable {
+        request: &request,
+        after: SHORT,
+    };
+    let fp = fingerprint("{}");
+    let (lapsing, suspended, silent, done) = (new_key(), new_key(), new_key(), new_key());
+    let tokens = [(); 4].map(|()| LeaseToken::random());
+    let lease_short = Claim {
+        lease: SHORT,
+        resumable: Some(resumable),
+        ..claim(&lapsing, &fp, tokens[0])
+    };
+    claim_ok(&*store, lease_short).await;
+    for (key, token) in [
+        (&suspended, tokens[1]),
+        (&silent, tokens[2]),
+        (&done, tokens[3]),
+    ] {
+        let held = Claim {
+            resumable: Some(resumable),
+            ..claim(key, &fp, token)
+        };
+        claim_ok(&*store, held).await;
+    }
+    store
+        .suspend(&suspended, tokens[1], Some(Duration::ZERO))
+        .await
+        .unwrap();
+    store.suspend(&silent, tokens[2], None).await.unwrap();
+    store
+        .complete(&done, tokens[3], &response("{}"), LONG)
+        .await
+        .unwrap();
+    let ours = [lapsing, suspended, silent, done];
+    let due_now = |store: Arc<dyn Store>| async move {
+        let due = store.due(1000, LONG).await.expect("due failed");
+        due.into_iter()
+            .filter(|operation| ours.contains(&operation.key))
+            .collect::<Vec<_>>()
+    };
+    let first = due_now(Arc::clone(&store)).await;
+    assert_eq!(
+        first.len(),
+        1,
+        "only the suspended operation is due at once: {first:?}"
+    );
+    assert_eq!(first[0].key, suspended);
+    assert_eq!(first[0].suspensions, 1);
+    assert_eq!(first[0].request.as_ref().ok(), Some(&request));
+    assert!(
+        due_now(Arc::clone(&store)).await.is_empty(),
+        "an operation answered as due is deferred"
+    );
+    // The lapsing lease lapses after SHORT, and the operation is due SHORT after that.
+    sleep(PAST_SHORT + PAST_SHORT).await;
+    let later = due_now(Arc::clone(&store)).await;
+    assert_eq!(
+        later
+            .iter()
+            .map(|operation| operation.key)
+            .collect::<Vec<_>>(),
+        [lapsing],
+        "then the operation whose lease lapsed is due"
+    );
+    assert_eq!(later[0].suspensions, 0);
 }

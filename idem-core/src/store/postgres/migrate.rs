@@ -1,16 +1,26 @@
 //! The records table: its DDL, and the function that creates it.
 //!
-//! The SQL is in `idem-core/migrations/postgres/001_idempotency_records.sql`, written for the
-//! default table name; [`migration_sql`] renders the same text for any table name, and
-//! [`migrate`] runs it. A test keeps the file and the function identical.
+//! The SQL is in `idem-core/migrations/postgres/`, one file per migration in the order they
+//! run, written for the default table name: `001_idempotency_records.sql` creates the table,
+//! `002_steps.sql` adds what operations of several steps keep. [`migration_sql`] renders the
+//! same text for any table name, and [`migrate`] runs it. A test keeps the files and the
+//! function identical.
+//!
+//! Every migration can run while the service serves: `ADD COLUMN` of a nullable column or of
+//! one with a constant default changes only the catalog (PostgreSQL 11 and later), and each
+//! statement says `IF NOT EXISTS`, so running them again changes nothing.
 
 use sqlx::{AssertSqlSafe, PgPool};
 
 use super::{error, table::TableName};
 use crate::store::StoreError;
 
-/// The DDL, with `{table}` and `{expires_at_idx}` in place of the names.
-const TEMPLATE: &str = "\
+/// The DDL of each migration, in order, with `{table}` and the index names in place of the
+/// names.
+const TEMPLATES: [&str; 2] = [CREATE_TABLE, STEPS];
+
+/// `001_idempotency_records.sql`.
+const CREATE_TABLE: &str = "\
 -- idem: the table of idempotency records kept by PostgresStore.
 --
 -- One row per store key. A row is 'in_flight' (claimed, under a lease) or 'completed' (the
@@ -46,10 +56,33 @@ CREATE TABLE IF NOT EXISTS {table} (
 CREATE INDEX IF NOT EXISTS {expires_at_idx} ON {table} (expires_at);
 ";
 
-/// The DDL that creates the records table `table` and its index, as [`migrate`] runs it.
+/// `002_steps.sql`.
+const STEPS: &str = "\
+-- idem: what operations of several steps keep (docs/steps.md).
+--
+-- steps holds the output of each step that ended, in order (RecordedStep::encode's bytes, one
+-- after another), step_count how many; suspensions counts the times the operation stopped
+-- before completing. A route the service resumes itself keeps its request (KeptRequest::encode)
+-- and resume_after with the claim; resume_at is when the operation is due for resumption if
+-- nobody holds it by then. Completion clears all but suspensions.
+ALTER TABLE {table}
+    ADD COLUMN IF NOT EXISTS steps        bytea,
+    ADD COLUMN IF NOT EXISTS step_count   integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS suspensions  integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS request      bytea,
+    ADD COLUMN IF NOT EXISTS resume_after interval,
+    ADD COLUMN IF NOT EXISTS resume_at    timestamptz;
+
+-- The resumer reads the operations due first; only resumable ones are in this index.
+CREATE INDEX IF NOT EXISTS {resume_at_idx} ON {table} (resume_at) WHERE resume_at IS NOT NULL;
+";
+
+/// The DDL that creates the records table `table` and its indexes, as [`migrate`] runs it:
+/// every migration, in order.
 ///
-/// For the default name it is the text of `migrations/postgres/001_idempotency_records.sql`,
-/// for those who run their migrations with another tool.
+/// For the default name it is the text of the files in `migrations/postgres/`, one after
+/// another, for those who run their migrations with another tool
+/// ([`migration_files`] gives them one by one).
 ///
 /// ```
 /// use idem_core::store::postgres::{TableName, migration_sql};
@@ -59,10 +92,29 @@ CREATE INDEX IF NOT EXISTS {expires_at_idx} ON {table} (expires_at);
 /// # Ok::<(), idem_core::store::postgres::TableNameError>(())
 /// ```
 pub fn migration_sql(table: &TableName) -> String {
-    // `{table}` last: a rendered name never contains a placeholder, and the order keeps it so.
-    TEMPLATE
-        .replace("{expires_at_idx}", &table.derived("expires_at_idx"))
-        .replace("{table}", &table.quoted())
+    migration_files(table).concat()
+}
+
+/// Each migration's DDL for `table`, in the order they run: the text of
+/// `migrations/postgres/001_idempotency_records.sql`, then of `002_steps.sql`, for the
+/// default name.
+///
+/// ```
+/// use idem_core::store::postgres::{TableName, migration_files};
+///
+/// let [create, steps] = migration_files(&TableName::default());
+/// assert!(create.contains("CREATE TABLE IF NOT EXISTS"));
+/// assert!(steps.contains("ADD COLUMN IF NOT EXISTS steps"));
+/// ```
+pub fn migration_files(table: &TableName) -> [String; 2] {
+    TEMPLATES.map(|template| {
+        // `{table}` last: a rendered name never contains a placeholder, and the order keeps
+        // it so.
+        template
+            .replace("{expires_at_idx}", &table.derived("expires_at_idx"))
+            .replace("{resume_at_idx}", &table.derived("resume_at_idx"))
+            .replace("{table}", &table.quoted())
+    })
 }
 
 /// Creates the records table `table` and its index, if they do not exist.
@@ -99,9 +151,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sql_file_is_the_migration_for_the_default_name() {
-        let file = include_str!("../../../migrations/postgres/001_idempotency_records.sql");
-        assert_eq!(migration_sql(&TableName::default()), file);
+    fn the_sql_files_are_the_migrations_for_the_default_name() {
+        let files = [
+            include_str!("../../../migrations/postgres/001_idempotency_records.sql"),
+            include_str!("../../../migrations/postgres/002_steps.sql"),
+        ];
+        assert_eq!(migration_files(&TableName::default()), files);
+        assert_eq!(migration_sql(&TableName::default()), files.concat());
     }
 
     #[test]

@@ -114,12 +114,15 @@ use sqlx::{
 
 use self::sql::{RESPONSE_FORMAT, Statements};
 pub use self::{
-    migrate::{migrate, migration_sql},
+    migrate::{migrate, migration_files, migration_sql},
     sweep::SweeperHandle,
     table::{TableName, TableNameError},
     transaction::PostgresTransaction,
 };
-use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction};
+use super::{
+    Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction,
+    steps::{DueOperation, KeptRequest, Progress, RecordedStep, StepSupport, decode_steps},
+};
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 
 /// How many times a claim runs when its snapshot keeps missing concurrent changes.
@@ -268,7 +271,24 @@ impl From<sqlx::Error> for ReadError {
 /// The outcome of one run of the claim statement, from its row.
 fn read_claim(row: &PgRow) -> Result<Option<ClaimOutcome>, ReadError> {
     if row.try_get::<bool, _>("claimed")? {
-        return Ok(Some(ClaimOutcome::Claimed));
+        let step_count: i32 = row.try_get("step_count")?;
+        let suspensions: i32 = row.try_get("suspensions")?;
+        if step_count == 0 && suspensions == 0 {
+            return Ok(Some(ClaimOutcome::Claimed));
+        }
+        let steps: Option<Vec<u8>> = row.try_get("steps")?;
+        let steps = decode_steps(steps.as_deref().unwrap_or_default())
+            .map_err(|e| ReadError::Corrupt(StoreError::corrupt(e)))?;
+        if steps.len() != usize::try_from(step_count).unwrap_or(usize::MAX) {
+            return Err(ReadError::Corrupt(StoreError::corrupt(format!(
+                "the record counts {step_count} steps and holds {}",
+                steps.len()
+            ))));
+        }
+        return Ok(Some(ClaimOutcome::Resumed(Progress {
+            steps,
+            suspensions: u32::try_from(suspensions).unwrap_or(0),
+        })));
     }
     if row.try_get::<bool, _>("replaceable")? {
         // The snapshot showed a record this claim may replace, and the locked row was not
@@ -385,6 +405,69 @@ impl Store for PostgresStore {
             self.shared.pool.clone(),
             Arc::clone(&self.shared.statements),
         )))
+    }
+
+    /// Steps and the requests of resumable routes are columns of the record: every instance
+    /// resumes, after a crash too.
+    fn step_support(&self) -> StepSupport {
+        StepSupport::Durable
+    }
+
+    async fn record_step(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        let done: bool = self
+            .shared
+            .statements
+            .record_step(key, token, index, step)
+            .fetch_one(&self.shared.pool)
+            .await
+            .and_then(|row| row.try_get("done"))
+            .map_err(|e| self.error(e))?;
+        completed(done)
+    }
+
+    async fn suspend(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        resume_in: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let done = self
+            .shared
+            .statements
+            .suspend(key, token, resume_in)
+            .execute(&self.shared.pool)
+            .await
+            .map_err(|e| self.error(e))?;
+        fenced(done.rows_affected())
+    }
+
+    async fn due(&self, limit: usize, hold: Duration) -> Result<Vec<DueOperation>, StoreError> {
+        let rows = self
+            .shared
+            .statements
+            .due(limit, hold)
+            .fetch_all(&self.shared.pool)
+            .await
+            .map_err(|e| self.error(e))?;
+        rows.iter()
+            .map(|row| {
+                let key: Vec<u8> = row.try_get("key")?;
+                let request: Vec<u8> = row.try_get("request")?;
+                let suspensions: i32 = row.try_get("suspensions")?;
+                Ok(DueOperation {
+                    key: StoreKey::from_bytes(key.try_into().unwrap_or([0; 32])),
+                    request: KeptRequest::decode(&request),
+                    suspensions: u32::try_from(suspensions).unwrap_or(0),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(|e| self.error(e))
     }
 }
 

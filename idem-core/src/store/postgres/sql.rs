@@ -16,7 +16,7 @@ use crate::{
     fingerprint::Fingerprint,
     replay::StoredResponse,
     scope::StoreKey,
-    store::{Claim, LeaseToken, StoreError},
+    store::{Claim, LeaseToken, StoreError, steps::RecordedStep},
 };
 
 /// The version of [`StoredResponse::encode`]'s format the store writes, kept in the
@@ -52,33 +52,52 @@ WITH existing AS (
 ),
 claimed AS (
     INSERT INTO {table} AS record
-        (key, fingerprint, state, lease_token, lease_expires_at, expires_at, created_at, updated_at)
+        (key, fingerprint, state, lease_token, lease_expires_at, expires_at, created_at, updated_at,
+         request, resume_after, resume_at)
     SELECT $1, $2, 'in_flight', $3,
-           clock_timestamp() + $4, clock_timestamp() + $5, clock_timestamp(), clock_timestamp()
+           clock_timestamp() + $4, clock_timestamp() + $5, clock_timestamp(), clock_timestamp(),
+           $6, $7, clock_timestamp() + $4 + $7
     WHERE NOT EXISTS (SELECT FROM existing WHERE replaceable IS NOT TRUE)
     ON CONFLICT (key) DO UPDATE SET
         fingerprint = excluded.fingerprint,
         state = 'in_flight',
         lease_token = excluded.lease_token,
         lease_expires_at = excluded.lease_expires_at,
-        expires_at = excluded.expires_at,
+        -- Taking over an operation that stopped part-way keeps its steps, its suspensions and
+        -- its expiry (at least the lease); replacing an expired record, or taking over one
+        -- that holds nothing of the kind, starts afresh.
+        expires_at = CASE
+            WHEN record.expires_at > clock_timestamp()
+                 AND (record.step_count > 0 OR record.suspensions > 0)
+            THEN greatest(record.expires_at, excluded.lease_expires_at)
+            ELSE excluded.expires_at END,
+        steps = CASE WHEN record.expires_at > clock_timestamp() THEN record.steps END,
+        step_count = CASE WHEN record.expires_at > clock_timestamp() THEN record.step_count ELSE 0 END,
+        suspensions = CASE WHEN record.expires_at > clock_timestamp() THEN record.suspensions ELSE 0 END,
+        request = excluded.request,
+        resume_after = excluded.resume_after,
+        resume_at = excluded.resume_at,
         response_status = NULL,
         response_format = NULL,
         response = NULL,
-        created_at = excluded.created_at,
+        created_at = CASE
+            WHEN record.expires_at > clock_timestamp() THEN record.created_at
+            ELSE excluded.created_at END,
         updated_at = excluded.updated_at
     WHERE record.expires_at <= clock_timestamp()
        OR (record.state = 'in_flight'
            AND record.lease_expires_at <= clock_timestamp()
            AND record.fingerprint = excluded.fingerprint)
-    RETURNING 1
+    RETURNING steps, step_count, suspensions
 )
 SELECT true AS claimed, NULL::text AS state, NULL::bytea AS fingerprint,
        NULL::boolean AS same_fingerprint, NULL::smallint AS response_format,
-       NULL::bytea AS response, NULL::boolean AS replaceable
+       NULL::bytea AS response, NULL::boolean AS replaceable,
+       steps, step_count, suspensions
 FROM claimed
 UNION ALL
-SELECT false, state, fingerprint, same_fingerprint, response_format, response, replaceable
+SELECT false, state, fingerprint, same_fingerprint, response_format, response, replaceable,
+       NULL, NULL, NULL
 FROM existing
 WHERE NOT EXISTS (SELECT FROM claimed)";
 
@@ -95,6 +114,11 @@ WITH completed AS (
         response_format = $4,
         response = $5,
         expires_at = clock_timestamp() + $6,
+        steps = NULL,
+        step_count = 0,
+        request = NULL,
+        resume_after = NULL,
+        resume_at = NULL,
         updated_at = clock_timestamp()
     WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()
     RETURNING 1
@@ -106,11 +130,13 @@ SELECT EXISTS (SELECT FROM completed)
           AND expires_at > clock_timestamp()
     ) AS done";
 
-/// The fenced renewal: the lease runs `$3` from now, and the record lives at least as long.
+/// The fenced renewal: the lease runs `$3` from now, and the record lives at least as long; a
+/// resumable operation is due for resumption `resume_after` past the new lease.
 const RENEW: &str = "\
 UPDATE {table} SET
     lease_expires_at = clock_timestamp() + $3,
     expires_at = greatest(expires_at, clock_timestamp() + $3),
+    resume_at = clock_timestamp() + $3 + resume_after,
     updated_at = clock_timestamp()
 WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
 
@@ -118,6 +144,55 @@ WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clo
 const RELEASE: &str = "\
 DELETE FROM {table}
 WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
+
+/// The fenced suspension (store rule 12): the lease ends now, the steps stay, and a resumable
+/// operation is due for resumption `$3` from now (never, when `$3` is NULL).
+const SUSPEND: &str = "\
+UPDATE {table} SET
+    lease_expires_at = clock_timestamp(),
+    suspensions = suspensions + 1,
+    resume_at = CASE WHEN request IS NOT NULL THEN clock_timestamp() + $3 END,
+    updated_at = clock_timestamp()
+WHERE key = $1 AND lease_token = $2 AND state = 'in_flight' AND expires_at > clock_timestamp()";
+
+/// The fenced recording of step `$3` (store rule 11): appended only to a record that holds
+/// exactly `$3` steps. The holder's own step sent again finds it holding more, and answers
+/// `done` too.
+const RECORD_STEP: &str = "\
+WITH recorded AS (
+    UPDATE {table} SET
+        steps = coalesce(steps, ''::bytea) || $4,
+        step_count = step_count + 1,
+        updated_at = clock_timestamp()
+    WHERE key = $1 AND lease_token = $2 AND state = 'in_flight'
+      AND expires_at > clock_timestamp() AND step_count = $3
+    RETURNING 1
+)
+SELECT EXISTS (SELECT FROM recorded)
+    OR EXISTS (
+        SELECT FROM {table}
+        WHERE key = $1 AND lease_token = $2 AND state = 'in_flight'
+          AND expires_at > clock_timestamp() AND step_count > $3
+    ) AS done";
+
+/// The operations due for resumption (store rule 13), the longest due first, each deferred by
+/// `$2` so that another instance's resumer does not take it up meanwhile; rows a claim has
+/// locked are skipped.
+const DUE: &str = "\
+UPDATE {table} SET resume_at = clock_timestamp() + $2
+WHERE key IN (
+    SELECT key FROM {table}
+    WHERE resume_at <= clock_timestamp()
+      AND state = 'in_flight'
+      AND request IS NOT NULL
+      AND lease_expires_at <= clock_timestamp()
+      AND expires_at > clock_timestamp()
+    ORDER BY resume_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+AND resume_at <= clock_timestamp()
+RETURNING key, request, suspensions";
 
 /// One batch of the sweeper: the oldest expired records, skipping rows a claim has locked.
 const SWEEP: &str = "\
@@ -138,6 +213,9 @@ pub(super) struct Statements {
     complete: SqlStr,
     renew: SqlStr,
     release: SqlStr,
+    suspend: SqlStr,
+    record_step: SqlStr,
+    due: SqlStr,
     sweep: SqlStr,
 }
 
@@ -153,6 +231,9 @@ impl Statements {
             complete: render(COMPLETE),
             renew: render(RENEW),
             release: render(RELEASE),
+            suspend: render(SUSPEND),
+            record_step: render(RECORD_STEP),
+            due: render(DUE),
             sweep: render(SWEEP),
         }
     }
@@ -164,6 +245,44 @@ impl Statements {
             .bind(token(claim.token))
             .bind(interval(claim.lease))
             .bind(interval(claim.in_flight_lifetime()))
+            .bind(claim.resumable.map(|resumable| resumable.request.encode()))
+            .bind(claim.resumable.map(|resumable| interval(resumable.after)))
+    }
+
+    pub(super) fn suspend(
+        &self,
+        key_: &StoreKey,
+        token_: LeaseToken,
+        resume_in: Option<Duration>,
+    ) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.suspend.clone())
+            .bind(key(key_))
+            .bind(token(token_))
+            .bind(resume_in.map(interval))
+    }
+
+    pub(super) fn record_step(
+        &self,
+        key_: &StoreKey,
+        token_: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.record_step.clone())
+            .bind(key(key_))
+            .bind(token(token_))
+            .bind(i32::try_from(index).unwrap_or(i32::MAX))
+            .bind(step.encode())
+    }
+
+    pub(super) fn due(
+        &self,
+        limit: usize,
+        hold: Duration,
+    ) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.due.clone())
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(interval(hold))
     }
 
     /// The fenced completion; [`StoreError::Unencodable`] before anything is sent when the
@@ -257,6 +376,9 @@ mod tests {
             &statements.complete,
             &statements.renew,
             &statements.release,
+            &statements.suspend,
+            &statements.record_step,
+            &statements.due,
             &statements.sweep,
         ] {
             assert!(sql.as_str().contains("\"idem\".\"records\""));

@@ -9,7 +9,7 @@ use super::{error, sql::Statements};
 use crate::{
     replay::StoredResponse,
     scope::StoreKey,
-    store::{LeaseToken, StoreError, StoreTransaction},
+    store::{LeaseToken, StoreError, StoreTransaction, steps::RecordedStep},
 };
 
 /// The transaction [`PostgresStore`](super::PostgresStore) opens for one request
@@ -120,6 +120,47 @@ impl StoreTransaction for PostgresTransaction {
             }
             Err(failure) => match transaction.rollback().await {
                 // The completion failed and the rollback went through: nothing committed.
+                Ok(()) if failure.as_database_error().is_some() => {
+                    Err(StoreError::rolled_back(failure))
+                }
+                _ => Err(error(&pool, failure)),
+            },
+        }
+    }
+
+    async fn record_step(
+        self: Box<Self>,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        let Self {
+            mut transaction,
+            pool,
+            statements,
+        } = *self;
+        let recorded = statements
+            .record_step(key, token, index, step)
+            .fetch_one(&mut *transaction)
+            .await
+            .and_then(|row| row.try_get::<bool, _>("done"));
+        match recorded {
+            Ok(true) => transaction.commit().await.map_err(|e| {
+                if refused_commit(&e) {
+                    StoreError::rolled_back(e)
+                } else {
+                    error(&pool, e)
+                }
+            }),
+            Ok(false) => {
+                // Fenced: the step's writes must not outlive the lease they ran under.
+                let _ = transaction.rollback().await;
+                Err(StoreError::LeaseLost)
+            }
+            Err(failure) => match transaction.rollback().await {
+                // A statement of the step failed (the transaction is aborted), or the record
+                // did: nothing committed.
                 Ok(()) if failure.as_database_error().is_some() => {
                     Err(StoreError::rolled_back(failure))
                 }

@@ -92,23 +92,26 @@ impl Durable {
         }
     }
 
-    /// Completes through `call`, on a lane, followed by the wait. A completion short of its
-    /// target answers an error whose outcome is unknown ([`StoreError::Backend`]): the
-    /// operation ran and its caller gets its response, and the runtime keeps the result and
-    /// sends the completion again until it lands (answering retries of the key in this process
-    /// from its copy meanwhile), as it does for any completion the store did not take. Sent
-    /// again, the completion finds its own completed record and writes it again, so that the
-    /// wait covers it.
-    pub(super) async fn complete(
+    /// A fenced write through `call` (a completion, a step), on a lane, followed by the wait;
+    /// `what` names it in the shortfall count. A write short of its target answers an error
+    /// whose outcome is unknown ([`StoreError::Backend`]). For a completion: the operation ran
+    /// and its caller gets its response, and the runtime keeps the result and sends the
+    /// completion again until it lands (answering retries of the key in this process from its
+    /// copy meanwhile), as it does for any completion the store did not take. For a step: the
+    /// run stops there, and the next run does the step again (a foreign step under the same
+    /// key). Sent again, a write finds its own record and writes it again, so that the wait
+    /// covers it.
+    pub(super) async fn write_waited(
         &self,
         lanes: &Arc<Lanes>,
         call: ScriptCall<'_>,
         command_timeout: Duration,
+        what: &'static str,
     ) -> Result<Reply, StoreError> {
         let limit = command_timeout + self.durability.timeout();
         match self.write(lanes, &call, limit).await {
             Ok((lane, reply, Err(shortfall))) if reply.wrote() => {
-                count_shortfall("complete");
+                count_shortfall(what);
                 lane.fell_short();
                 Err(StoreError::backend(shortfall))
             }

@@ -114,7 +114,10 @@ use self::{
     lanes::{Lanes, SharedLane},
     script::{RecordError, Reply, SCRIPTS, ScriptCall},
 };
-use super::{Claim, ClaimOutcome, LeaseToken, Store, StoreError};
+use super::{
+    Claim, ClaimOutcome, LeaseToken, Store, StoreError,
+    steps::{Progress, RecordedStep, StepSupport, decode_steps},
+};
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 
 /// Durations reach Redis as whole milliseconds, rounded up (a lease never ends early) and
@@ -368,6 +371,7 @@ where
         }
         match (&reply.outcome[..], &reply.payload) {
             (b"claimed", None) => Ok(ClaimOutcome::Claimed),
+            (b"resumed", Some(progress)) => read_progress(progress).map(ClaimOutcome::Resumed),
             (b"in_flight", None) => Ok(ClaimOutcome::InFlight),
             (b"completed", Some(response)) => StoredResponse::decode(response)
                 .map(ClaimOutcome::Completed)
@@ -403,7 +407,9 @@ where
             None => self.run(&call).await?,
             Some(durable) => {
                 let lanes = self.lanes(durable);
-                durable.complete(lanes, call, self.command_timeout).await?
+                durable
+                    .write_waited(lanes, call, self.command_timeout, "complete")
+                    .await?
             }
         };
         reply.into_write_result()
@@ -433,6 +439,67 @@ where
             .arg(millis(lease));
         self.run(&call).await?.into_write_result()
     }
+
+    /// Steps are fields of the record's hash; an operation its client abandoned is resumed by
+    /// the process that suspended it.
+    fn step_support(&self) -> StepSupport {
+        StepSupport::Steps
+    }
+
+    /// Waited for like a completion: a step that a failover loses would be done again.
+    async fn record_step(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        index: usize,
+        step: &RecordedStep,
+    ) -> Result<(), StoreError> {
+        let call = SCRIPTS
+            .record_step
+            .call(self.redis_key(key))
+            .arg(token_hex(token))
+            .arg(index)
+            .arg(step.encode());
+        let reply = match &self.durable {
+            None => self.run(&call).await?,
+            Some(durable) => {
+                let lanes = self.lanes(durable);
+                durable
+                    .write_waited(lanes, call, self.command_timeout, "record_step")
+                    .await?
+            }
+        };
+        reply.into_write_result()
+    }
+
+    /// Not waited for, as a release is not: a suspension that a failover loses leaves the
+    /// lease to lapse on its own, which delays the resumption and runs nothing twice.
+    async fn suspend(
+        &self,
+        key: &StoreKey,
+        token: LeaseToken,
+        _resume_in: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let call = SCRIPTS
+            .suspend
+            .call(self.redis_key(key))
+            .arg(token_hex(token));
+        self.run(&call).await?.into_write_result()
+    }
+}
+
+/// The progress a resumed claim answers: the suspensions as four big-endian bytes, then the
+/// steps.
+fn read_progress(bytes: &[u8]) -> Result<Progress, StoreError> {
+    let corrupt = |why: &str| StoreError::corrupt(RecordError::Malformed(why.into()));
+    let (suspensions, steps) = bytes
+        .split_first_chunk::<4>()
+        .ok_or_else(|| corrupt("a resumed claim without its count of suspensions"))?;
+    Ok(Progress {
+        steps: decode_steps(steps)
+            .map_err(|error| StoreError::corrupt(RecordError::Steps(error)))?,
+        suspensions: u32::from_be_bytes(*suspensions),
+    })
 }
 
 #[cfg(test)]

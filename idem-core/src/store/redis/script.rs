@@ -66,6 +66,8 @@ pub(super) struct Scripts {
     pub(super) complete: LuaScript,
     pub(super) renew: LuaScript,
     pub(super) release: LuaScript,
+    pub(super) record_step: LuaScript,
+    pub(super) suspend: LuaScript,
 }
 
 macro_rules! script {
@@ -82,6 +84,8 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     complete: script!("complete.lua"),
     renew: script!("renew.lua"),
     release: script!("release.lua"),
+    record_step: script!("record_step.lua"),
+    suspend: script!("suspend.lua"),
 });
 
 /// Why a record could not be read back.
@@ -93,6 +97,8 @@ pub(super) enum RecordError {
     Malformed(String),
     #[error("the stored response does not decode")]
     Response(#[source] DecodeError),
+    #[error("the recorded steps do not decode")]
+    Steps(#[source] DecodeError),
 }
 
 /// A script's answer that is not one it can give: the server runs other scripts than ours.
@@ -131,10 +137,10 @@ impl Reply {
         })
     }
 
-    /// Whether the script wrote the record: a claim that claimed (a fresh key or a takeover)
-    /// or a completion that completed.
+    /// Whether the script wrote the record: a claim that claimed (a fresh key or a takeover,
+    /// resumed or not) or a write that was done.
     pub(super) fn wrote(&self) -> bool {
-        matches!(&self.outcome[..], b"claimed" | b"ok")
+        matches!(&self.outcome[..], b"claimed" | b"resumed" | b"ok")
     }
 
     /// The error for the outcomes every script may answer besides its own.
@@ -201,6 +207,8 @@ mod tests {
             &SCRIPTS.complete.sha,
             &SCRIPTS.renew.sha,
             &SCRIPTS.release.sha,
+            &SCRIPTS.record_step.sha,
+            &SCRIPTS.suspend.sha,
         ];
         for (i, sha) in shas.iter().enumerate() {
             assert!(!shas[i + 1..].contains(sha));

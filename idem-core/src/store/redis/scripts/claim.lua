@@ -1,5 +1,7 @@
 -- claim: KEYS[1] the record; ARGV fingerprint, token, lease ms, in-flight lifetime ms.
--- Answers {'claimed'}, {'in_flight'}, {'completed', response}, {'mismatch', stored fp}.
+-- Answers {'claimed'}, {'in_flight'}, {'completed', response}, {'mismatch', stored fp}, or
+-- {'resumed', progress} for the takeover of an operation that stopped part-way: progress is
+-- the count of suspensions as four big-endian bytes, then the steps' bytes in order.
 local key = KEYS[1]
 local fp, token, lease, lifetime = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now = now_ms()
@@ -28,6 +30,24 @@ if record then
   -- connection retries a command whose node went away): the token is drawn afresh for every
   -- claim, so no other request holds it. It is written again, so that a WAIT after it covers
   -- the record.
+  local steps = tonumber(redis.call('HGET', key, 'sc') or '0')
+  local suspensions = tonumber(redis.call('HGET', key, 'att') or '0')
+  if steps > 0 or suspensions > 0 then
+    -- Resume: keep the steps, the suspensions and the expiry (at least the lease).
+    local progress = {struct.pack('>I4', suspensions)}
+    for i = 0, steps - 1 do
+      local step = redis.call('HGET', key, 's' .. i)
+      if not step then
+        return {'corrupt', 'step ' .. i .. ' of ' .. steps .. ' is missing'}
+      end
+      progress[#progress + 1] = step
+    end
+    redis.call('HSET', key, 'token', token, 'lease_until', int(now + tonumber(lease)))
+    if redis.call('PTTL', key) < tonumber(lease) then
+      redis.call('PEXPIRE', key, lease)
+    end
+    return {'resumed', table.concat(progress)}
+  end
 end
 
 redis.call('HSET', key, 'v', VERSION, 'state', 'in_flight', 'fp', fp, 'token', token,

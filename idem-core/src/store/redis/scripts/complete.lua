@@ -19,6 +19,11 @@ if record.state == 'done' then
   return {'ok'}
 end
 redis.call('HSET', key, 'state', 'done', 'response', ARGV[2])
-redis.call('HDEL', key, 'lease_until')
+-- What only an operation in flight needs goes: its steps and their count.
+local steps = tonumber(redis.call('HGET', key, 'sc') or '0')
+for i = 0, steps - 1 do
+  redis.call('HDEL', key, 's' .. i)
+end
+redis.call('HDEL', key, 'lease_until', 'sc', 'att')
 redis.call('PEXPIRE', key, ARGV[3])
 return {'ok'}

@@ -7,6 +7,9 @@
 --                holder's repeated completion is recognised
 --   lease_until  when the lease lapses, ms on the server clock  (in flight only)
 --   response     StoredResponse::encode bytes                    (done only)
+--   sc           how many steps ended, for an operation of several steps   (in flight only)
+--   s0, s1, ..   each step's RecordedStep::encode bytes, in order          (in flight only)
+--   att          how many times the operation was suspended                (in flight only)
 --
 -- The key's own expiry (PEXPIRE) is the record's lifetime. Every script answers a table
 -- whose first element names the outcome.
