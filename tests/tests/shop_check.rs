@@ -32,7 +32,7 @@ const RETENTION: Duration = Duration::from_secs(10);
 
 async fn check_the_shop(backend: Backend) -> Report {
     let test = TestShop::on(
-        backend.with_max_ttl(Some(RETENTION)),
+        backend.with_runtime(Some(RETENTION), None),
         ShopSettings {
             transfer_delay: TRANSFER_DELAY,
             ..settings()

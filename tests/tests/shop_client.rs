@@ -48,8 +48,8 @@ async fn a_timed_out_transfer_is_collected_by_the_client_and_made_once() {
 
 /// The shop loses its record of a transfer (here: a new shop process, memory and all), and
 /// the client sends the transfer again with the same key. The new shop runs the handler again,
-/// but it asks the bank under the same derived key, and the bank answers the transfer it
-/// already made: the money moved once.
+/// but its bank step asks the bank under the same derived key (of the operation and the step),
+/// and the bank answers the transfer it already made: the money moved once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transfer_run_again_after_the_shop_lost_its_record_moves_money_once() {
     let bank = BankServer::start(Duration::from_millis(50)).await.unwrap();
@@ -86,6 +86,9 @@ async fn a_transfer_run_again_after_the_shop_lost_its_record_moves_money_once() 
         1,
         "but the bank moved the money once: {moved:?}"
     );
-    let bank_key = shop::transfers::bank_key(&alice, &key).unwrap();
-    assert!(bank_key.as_str().starts_with("shop-transfer:"));
+    assert!(
+        moved[0].key.starts_with("idem-step:") && moved[0].key.ends_with(":bank-order"),
+        "under the key of the operation's bank step: {}",
+        moved[0].key
+    );
 }

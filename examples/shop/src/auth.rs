@@ -8,12 +8,16 @@
 //!
 //! A user id is 1 to 64 characters of `[A-Za-z0-9_-]`. A missing or malformed header is
 //! answered 401 Problem Details with `WWW-Authenticate: Bearer`.
+//!
+//! A run the shop makes itself, to finish a transfer its user abandoned, carries no
+//! credentials (none are kept): it is marked with idem's `Resumption`, which only code in the
+//! process can insert, and is the user its idempotency record is scoped to.
 
 use axum::{
     extract::FromRequestParts,
     http::{HeaderMap, header, request::Parts},
 };
-use idem_core::Principal;
+use idem_core::{Principal, steps::Resumption};
 
 use crate::problem::{ShopProblem, ShopProblemKind};
 
@@ -85,7 +89,14 @@ impl<S: Send + Sync> FromRequestParts<S> for User {
         if let Some(user) = parts.extensions.get::<Self>() {
             return Ok(user.clone());
         }
-        let user = Self::from_headers(&parts.headers)?;
+        // The shop finishing a transfer its user abandoned: the run carries no credentials,
+        // and is the operation's own user's, as its idempotency record says.
+        let resumed =
+            Resumption::principal_of(parts).and_then(|principal| Self::new(principal.as_str()));
+        let user = match resumed {
+            Some(user) => user,
+            None => Self::from_headers(&parts.headers)?,
+        };
         // The hook of `scope = "user"`: the runtime reads the principal from the request's
         // extensions once the handler's parts extractors have run.
         parts.extensions.insert(Principal::new(user.id.as_str()));

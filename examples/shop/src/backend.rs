@@ -300,14 +300,27 @@ impl Backend {
     }
 
     /// The same backend, its runtime keeping records for at most `max_ttl` whatever a route's
-    /// TTL says ([`IdempotencyBuilder::max_ttl`]). Called before the shop serves, so no request
-    /// has met the runtime it replaces.
+    /// TTL says ([`IdempotencyBuilder::max_ttl`]), and resuming abandoned operations after
+    /// `resume_after` whatever a resumable route's delay says
+    /// ([`IdempotencyBuilder::resume_after`]). Called before the shop serves, so no request has
+    /// met the runtime it replaces.
     #[must_use]
-    pub fn with_max_ttl(mut self, max_ttl: Option<Duration>) -> Self {
-        if let Some(max_ttl) = max_ttl {
-            let store = Arc::clone(self.idem.store());
-            self.idem = IdempotencyBuilder::from_arc(store).max_ttl(max_ttl).build();
+    pub fn with_runtime(
+        mut self,
+        max_ttl: Option<Duration>,
+        resume_after: Option<Duration>,
+    ) -> Self {
+        if max_ttl.is_none() && resume_after.is_none() {
+            return self;
         }
+        let mut builder = IdempotencyBuilder::from_arc(Arc::clone(self.idem.store()));
+        if let Some(max_ttl) = max_ttl {
+            builder = builder.max_ttl(max_ttl);
+        }
+        if let Some(after) = resume_after {
+            builder = builder.resume_after(after);
+        }
+        self.idem = builder.build();
         self
     }
 

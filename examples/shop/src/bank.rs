@@ -58,10 +58,36 @@ struct Line {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BankUnavailable;
 
-/// A transfer the bank did not confirm: no answer, or an error answer, after the client's
-/// retries. Whether the money moved is for the next attempt with the same key to find out.
+/// A transfer the bank did not make, as the shop's client saw it.
 #[derive(Debug)]
-pub struct TransferFailed(pub String);
+pub enum TransferFailed {
+    /// The bank answered a refusal (a 4xx, such as a closed account): asking again with the
+    /// same key gets the same answer, and no money moved.
+    Refused(String),
+    /// No answer, or an answer worth retrying, within the client's retries: whether the money
+    /// moved is for the next attempt with the same key to find out.
+    Unconfirmed(String),
+}
+
+impl TransferFailed {
+    /// What the shop's client met, sorted: an answer the bank will give again is a refusal,
+    /// the rest is unconfirmed.
+    fn from_client(error: &ClientError) -> Self {
+        let refused = error.gave_up().is_none()
+            && error
+                .status()
+                .is_some_and(|status| status.is_client_error());
+        if refused {
+            let why = error
+                .problem()
+                .and_then(|problem| problem.detail().map(str::to_owned))
+                .unwrap_or_else(|| error.to_string());
+            Self::Refused(why)
+        } else {
+            Self::Unconfirmed(error.to_string())
+        }
+    }
+}
 
 impl Bank {
     /// A bank that answers transfers after `transfer_delay`, refunds after `refund_delay`,
@@ -114,7 +140,7 @@ impl Bank {
         key: &IdempotencyKey,
         order: &TransferOrder,
     ) -> Result<BankTransfer, TransferFailed> {
-        let failed = |error: &dyn std::fmt::Display| TransferFailed(error.to_string());
+        let failed = |error: &dyn std::fmt::Display| TransferFailed::Unconfirmed(error.to_string());
         let base = match &self.line.url {
             Some(url) => url.as_str(),
             None => self
@@ -136,7 +162,7 @@ impl Bank {
             .policy
             .send_with_key(key, request)
             .await
-            .map_err(|error: ClientError| failed(&error))?;
+            .map_err(|error: ClientError| TransferFailed::from_client(&error))?;
         answer
             .json()
             .map_err(|error| failed(&format!("the bank's answer is not a transfer: {error}")))

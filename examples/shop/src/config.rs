@@ -16,6 +16,7 @@
 //! | header-read timeout | | `SHOP_HEADER_READ_TIMEOUT_MS` | `10000` |
 //! | connection bound | | `SHOP_MAX_CONNECTIONS` | `512` |
 //! | the longest records are kept | | `SHOP_MAX_TTL_MS` | unset: each route's TTL (24 h for payments) |
+//! | how long an abandoned transfer waits for its client | | `SHOP_RESUME_AFTER_MS` | `5000` (the route's own) |
 //! | NATS with JetStream (payment events, receipts) | | `SHOP_NATS_URL` | none: no broker |
 
 use std::{fmt, net::SocketAddr, time::Duration};
@@ -64,6 +65,9 @@ environment:
                           slot, or get 503 (default 512)
   SHOP_MAX_TTL_MS         the longest idempotency records are kept, whatever a route's
                           TTL says, never less than its lease (default: each route's own)
+  SHOP_RESUME_AFTER_MS    how long a transfer that stopped part-way (the shop died, the
+                          bank did not confirm) waits for its user's retry before the
+                          shop finishes it itself (default 5000)
   SHOP_NATS_URL           NATS with JetStream, as nats://127.0.0.1:4222: each payment is
                           published on shop.payments.created (stream SHOP, created when
                           missing) and a receipts consumer writes one receipt per payment
@@ -88,6 +92,9 @@ pub struct Config {
     pub connections: ConnectionLimits,
     /// The longest idempotency records are kept, whatever a route's TTL says.
     pub max_ttl: Option<Duration>,
+    /// How long an operation that stopped part-way waits for its client before the shop
+    /// resumes it, if not the route's own delay.
+    pub resume_after: Option<Duration>,
     /// NATS with JetStream, for the payment events and the receipts consumer.
     pub nats_url: Option<String>,
 }
@@ -243,6 +250,15 @@ impl Config {
             }
             ttl => Some(ttl),
         };
+        let resume_after = match millis("SHOP_RESUME_AFTER_MS", Duration::MAX)? {
+            Duration::MAX => None,
+            after if after.is_zero() => {
+                return Err(ConfigError(
+                    "SHOP_RESUME_AFTER_MS=0: use 1 or more milliseconds".into(),
+                ));
+            }
+            after => Some(after),
+        };
         let nats_url = match var("SHOP_NATS_URL").map(|url| url.trim().to_owned()) {
             None => None,
             Some(url) if url.is_empty() => None,
@@ -260,6 +276,7 @@ impl Config {
             bank_down,
             connections,
             max_ttl,
+            resume_after,
             nats_url,
         })))
     }

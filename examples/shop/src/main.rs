@@ -58,7 +58,7 @@ fn init_logs() {
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let backend = Backend::open(&config.store)
         .await?
-        .with_max_ttl(config.max_ttl);
+        .with_runtime(config.max_ttl, config.resume_after);
     let events = match &config.nats_url {
         Some(url) => Some(
             Events::connect(url, EventNames::default())
@@ -99,6 +99,8 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         ))
     });
     let router = shop::app(shop, backend.idem.clone());
+    // Transfers whose users gave up are finished by the shop itself, through its own router.
+    backend.idem.resumer(router.clone()).start()?;
     shop::serve(
         listener,
         router,
@@ -109,9 +111,10 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     .await?;
     if let Some(receipts) = receipts {
         receipts.await??;
-        // The runner's last messages may have left store writes to retry.
-        backend.idem.shutdown().await;
     }
+    // The resumer's last runs, and the runner's last messages, may have left store writes to
+    // retry.
+    backend.idem.shutdown().await;
     backend.close().await;
     println!("shop: stopped");
     Ok(())

@@ -116,6 +116,10 @@ pub struct Transfer {
     /// `pending` when the bank accepted it, `settled` once the bank's webhook says so.
     #[schema(example = "pending")]
     pub status: String,
+    /// The bank's id of the money it moved for this transfer: `bt_` and 24 letters and
+    /// digits.
+    #[schema(example = "bt_3HcO6gYbpIKmW0oa3ZGDxUdm")]
+    pub bank_transfer: String,
     /// When it was made, in seconds since the Unix epoch.
     #[schema(example = 1_764_460_800)]
     pub created: i64,

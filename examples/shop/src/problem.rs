@@ -47,6 +47,11 @@ pub enum ShopProblemKind {
     RefundExceedsPayment,
     /// 502: the bank failed to confirm the operation.
     BankUnavailable,
+    /// 502: the bank refused the transfer for good (its account is closed, say); stored and
+    /// replayed.
+    BankRefused,
+    /// 422: the bank's own answer to a transfer to a closed account.
+    AccountClosed,
     /// 401: a bank webhook whose signature does not match its body.
     InvalidSignature,
     /// 500: the shop failed (its database, say).
@@ -60,7 +65,7 @@ pub enum ShopProblemKind {
 
 impl ShopProblemKind {
     /// Every kind, for the tests that keep the README and the OpenAPI document complete.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 15] = [
         Self::Unauthenticated,
         Self::InvalidBody,
         Self::UnsupportedMediaType,
@@ -70,6 +75,8 @@ impl ShopProblemKind {
         Self::TransferNotFound,
         Self::RefundExceedsPayment,
         Self::BankUnavailable,
+        Self::BankRefused,
+        Self::AccountClosed,
         Self::InvalidSignature,
         Self::Internal,
         Self::TooManyHeaders,
@@ -86,7 +93,8 @@ impl ShopProblemKind {
                 StatusCode::NOT_FOUND
             }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::BankUnavailable => StatusCode::BAD_GATEWAY,
+            Self::BankUnavailable | Self::BankRefused => StatusCode::BAD_GATEWAY,
+            Self::AccountClosed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::TooManyHeaders => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -105,6 +113,8 @@ impl ShopProblemKind {
             Self::TransferNotFound => "No such transfer",
             Self::RefundExceedsPayment => "The refund exceeds the payment",
             Self::BankUnavailable => "The bank did not confirm the operation",
+            Self::BankRefused => "The bank refused the transfer",
+            Self::AccountClosed => "The receiving account is closed",
             Self::InvalidSignature => "The webhook signature is invalid",
             Self::Internal => "The shop failed",
             Self::TooManyHeaders => "Too many header lines",
@@ -124,6 +134,8 @@ impl ShopProblemKind {
             Self::TransferNotFound => "transfer-not-found",
             Self::RefundExceedsPayment => "refund-exceeds-payment",
             Self::BankUnavailable => "bank-unavailable",
+            Self::BankRefused => "bank-refused",
+            Self::AccountClosed => "account-closed",
             Self::InvalidSignature => "invalid-signature",
             Self::Internal => "internal",
             Self::TooManyHeaders => "too-many-headers",
@@ -287,6 +299,14 @@ pub enum ShopError {
     Problem(ShopProblem),
     /// The ledger failed (503 or 500: the key is released, the request may be retried).
     Ledger(crate::ledger::LedgerError),
+    /// A step of an operation of several steps did not give its output (a transfer's).
+    Step(idem_core::steps::StepError),
+}
+
+impl From<idem_core::steps::StepError> for ShopError {
+    fn from(error: idem_core::steps::StepError) -> Self {
+        Self::Step(error)
+    }
 }
 
 impl From<ShopProblem> for ShopError {
@@ -306,6 +326,7 @@ impl IntoResponse for ShopError {
         match self {
             Self::Problem(problem) => problem.into_response(),
             Self::Ledger(error) => error.into_response(),
+            Self::Step(error) => error.into_response(),
         }
     }
 }

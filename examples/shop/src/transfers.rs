@@ -1,68 +1,33 @@
 //! `POST /transfers`, `GET /transfers`: money sent to a bank account, which takes the bank a
 //! while (`SHOP_TRANSFER_DELAY_MS`, 10 s by default).
 //!
-//! The shop orders each transfer from the bank over HTTP, under a key derived from its own
-//! operation: `shop-transfer`, the user and the user's `Idempotency-Key`
-//! ([`bank_key`]). The shop's record of a transfer makes a retry replay the shop's answer; the
-//! derived key makes a transfer the shop runs again anyway (its record expired, or was lost
-//! with the process) come back from the bank as the same transfer, so the money moves once.
+//! A transfer is an operation of two steps (see idem's docs/steps.md): the order at the bank,
+//! a foreign step under a key derived from the operation and the step (the same in every run
+//! of this operation, in any shop process, so the bank moves the money once), then the ledger
+//! row, a local step. Each step's output is recorded with the operation's record as it ends.
+//! If the shop dies between the two, or the ledger fails, the next run of the operation (the
+//! user's retry, or the shop's own resumption `SHOP_RESUME_AFTER_MS` after it was abandoned)
+//! gets the bank's answer from the record without calling the bank, and writes the row: the
+//! bank's transfer never goes without its ledger row.
 
-use axum::{
-    Json,
-    extract::{FromRequestParts, State},
-    http::{StatusCode, request::Parts},
+use axum::{Json, extract::State, http::StatusCode};
+use idem_core::{
+    idempotent,
+    steps::{StepError, Steps},
 };
-use idem_core::{IdempotencyKey, KeySyntax, extract::Tx, idempotent, key::DeriveError};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::{
     Shop,
     auth::User,
+    bank::TransferFailed,
     bank_service::TransferOrder,
     json::{ValidJson, Validate},
     model::{Transfer, TransferList, new_id, now, rules},
     openapi::IdempotencyKeyHeader,
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
-
-/// The key the shop sends the bank for the transfer that `user` asked for with `key`: the same
-/// for every run of that operation, in any shop process.
-///
-/// ```
-/// use idem_core::IdempotencyKey;
-///
-/// let key = IdempotencyKey::new("8e03978e-40d5-43e8-bc93-6894a57f9324")?;
-/// let bank_key = shop::transfers::bank_key("alice", &key)?;
-/// assert_eq!(bank_key.as_str(), "shop-transfer:alice:8e03978e-40d5-43e8-bc93-6894a57f9324");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-///
-/// # Errors
-///
-/// Never in practice: the namespace is a valid constant.
-pub fn bank_key(user: &str, key: &IdempotencyKey) -> Result<IdempotencyKey, DeriveError> {
-    IdempotencyKey::derive("shop-transfer", [user, key.as_str()])
-}
-
-/// The `Idempotency-Key` the client sent, as the runtime read it. The runtime refuses a request
-/// without a valid key before any extractor runs, so `None` is never seen by the handler of a
-/// route that requires one.
-#[derive(Debug)]
-pub struct ClientKey(pub Option<IdempotencyKey>);
-
-impl<S: Send + Sync> FromRequestParts<S> for ClientKey {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        // Lenient reads every key a strict route accepts too, and the same way.
-        Ok(Self(
-            IdempotencyKey::from_headers(&parts.headers, KeySyntax::Lenient)
-                .ok()
-                .flatten(),
-        ))
-    }
-}
 
 /// The body of `POST /transfers`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -93,8 +58,8 @@ impl Validate for NewTransfer {
 ///
 /// The bank takes a while. A client that times out sends the same request with the same
 /// key: while the first is still running it gets 409 with `Retry-After`, and once the first
-/// has finished it gets its answer. The transfer is made once. It stays `pending` until the
-/// bank's webhook settles it.
+/// has finished it gets its answer. The transfer is made once, and if its client never comes
+/// back the shop finishes it itself. It stays `pending` until the bank's webhook settles it.
 #[utoipa::path(
     post,
     path = "/transfers",
@@ -107,49 +72,36 @@ impl Validate for NewTransfer {
         (status = 400, description = "The key is missing or malformed, or the body is invalid (nothing was stored: fix it and send it again with the same key)", body = ProblemBody, content_type = "application/problem+json"),
         (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
-        (status = 502, description = "The bank did not confirm the transfer; the key is released, and a retry with it asks the bank again under the same bank key, so the money moves at most once", body = ProblemBody, content_type = "application/problem+json"),
-        (status = 503, description = "The idempotency store or the database is unavailable; nothing ran", body = ProblemBody, content_type = "application/problem+json",
+        (status = 502, description = "`bank-unavailable`: the bank did not confirm the transfer yet; the operation stays open, a retry with the same key resumes it (the shop also does, on its own), and the money moves at most once. `bank-refused`: the bank refused it for good; stored, and replayed to every retry", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 503, description = "The idempotency store or the database is unavailable; retry with the same key", body = ProblemBody, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]
-// `lease = "15s"`: if this instance dies mid-transfer, a retry may take the key over after
-// 15 s instead of the default 60 s; while the handler runs, the heartbeat renews the lease
-// every 5 s, so a 10 s transfer keeps it. `on_conflict = "reject"`: a duplicate is told at
-// once (409, `Retry-After`) rather than held for 10 s, which is what the demo shows.
-#[idempotent(lease = "15s", on_conflict = "reject")]
+// `lease = "15s"`: if this instance dies mid-transfer, another run may take the operation
+// over after 15 s instead of the default 60 s; while the handler runs, the heartbeat renews
+// the lease every 5 s, so a 10 s transfer keeps it. `on_conflict = "reject"`: a duplicate is
+// told at once (409, `Retry-After`) rather than held for 10 s, which is what the demo shows.
+// `resume_after = "5s"`: an operation that stopped part-way and that nobody takes over within
+// 5 s of its lease lapsing is finished by the shop itself (SHOP_RESUME_AFTER_MS sets another
+// delay for every such route).
+#[idempotent(lease = "15s", on_conflict = "reject", resume_after = "5s")]
 pub async fn create_transfer(
     State(shop): State<Shop>,
     user: User,
-    ClientKey(key): ClientKey,
-    mut tx: Tx,
+    mut steps: Steps,
     ValidJson(new): ValidJson<NewTransfer>,
 ) -> Result<(StatusCode, Json<Transfer>), ShopError> {
-    let bank_key = key
-        .as_ref()
-        .map(|key| bank_key(user.id(), key))
-        .and_then(Result::ok)
-        .ok_or_else(|| {
-            ShopProblem::new(
-                ShopProblemKind::Internal,
-                "the transfer has no Idempotency-Key to derive the bank's key from",
-            )
-        })?;
     let order = TransferOrder {
         amount: new.amount,
         currency: new.currency.clone(),
         to_account: new.to_account.clone(),
     };
-    let moved = shop.bank().transfer(&bank_key, &order).await.map_err(|failed| {
-        tracing::warn!(user = user.id(), error = %failed.0, "the bank did not confirm a transfer");
-        ShopProblem::new(
-            ShopProblemKind::BankUnavailable,
-            format!(
-                "the bank did not confirm the transfer ({}); send it again with the same \
-                 Idempotency-Key: the bank moves the money at most once",
-                failed.0
-            ),
-        )
-    })?;
+    let bank = shop.bank().clone();
+    let moved = steps
+        .call("bank-order", |key| async move {
+            bank.transfer(&key, &order).await.map_err(bank_failed)
+        })
+        .await?;
     tracing::debug!(user = user.id(), bank_transfer = %moved.id, "the bank confirmed a transfer");
     let transfer = Transfer {
         id: new_id("tr"),
@@ -157,15 +109,40 @@ pub async fn create_transfer(
         currency: new.currency,
         to_account: new.to_account,
         status: "pending".to_owned(),
+        bank_transfer: moved.id,
         created: now(),
     };
-    // In PostgreSQL mode the transaction begins here, after the bank answered: it is not
-    // held open for the bank's 10 seconds.
-    shop.ledger()
-        .insert_transfer(&mut tx, user.id(), &transfer)
+    let transfer = shop
+        .ledger()
+        .record_transfer(&mut steps, user.id(), transfer)
         .await?;
     tracing::info!(user = user.id(), transfer = %transfer.id, "transfer sent");
     Ok((StatusCode::CREATED, Json(transfer)))
+}
+
+/// What a failed order at the bank is for the operation: a refusal ends it (502
+/// `bank-refused`, stored), anything else leaves it open to resume (502 `bank-unavailable`).
+fn bank_failed(failed: TransferFailed) -> StepError {
+    match failed {
+        TransferFailed::Refused(why) => {
+            tracing::info!(error = %why, "the bank refused a transfer");
+            StepError::terminal(ShopProblem::new(
+                ShopProblemKind::BankRefused,
+                format!("the bank refused the transfer: {why}; nothing was moved"),
+            ))
+        }
+        TransferFailed::Unconfirmed(why) => {
+            tracing::warn!(error = %why, "the bank did not confirm a transfer");
+            StepError::retryable(ShopProblem::new(
+                ShopProblemKind::BankUnavailable,
+                format!(
+                    "the bank did not confirm the transfer ({why}); send it again with the same \
+                     Idempotency-Key, or leave it to the shop, which finishes it: the bank \
+                     moves the money at most once"
+                ),
+            ))
+        }
+    }
 }
 
 /// Lists the caller's transfers, oldest first.

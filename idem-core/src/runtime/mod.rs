@@ -68,6 +68,9 @@ struct RuntimeState {
     problem_type_base: Option<Arc<str>>,
     /// The longest any route keeps a completed record, if the service caps it.
     max_ttl: Option<Duration>,
+    /// The delay after which every resumable route's abandoned operations are resumed, if
+    /// the service sets it for all of them.
+    resume_after: Option<Duration>,
     /// Whether a request without a principal has been explained in the log yet.
     missing_principal_explained: AtomicBool,
     /// Stops the resumer, when one runs.
@@ -221,6 +224,9 @@ impl Idempotency {
         if let Some(max_ttl) = self.state.max_ttl {
             policy.ttl = policy.ttl.min(max_ttl).max(policy.lease);
         }
+        if let (Some(_), Some(after)) = (policy.resume_after, self.state.resume_after) {
+            policy.resume_after = Some(after);
+        }
         policy
     }
 
@@ -265,6 +271,7 @@ pub struct IdempotencyBuilder {
     shutdown_timeout: Duration,
     problem_type_base: Option<Arc<str>>,
     max_ttl: Option<Duration>,
+    resume_after: Option<Duration>,
 }
 
 impl IdempotencyBuilder {
@@ -278,6 +285,7 @@ impl IdempotencyBuilder {
             shutdown_timeout: Idempotency::DEFAULT_SHUTDOWN_TIMEOUT,
             problem_type_base: None,
             max_ttl: None,
+            resume_after: None,
         }
     }
 
@@ -344,6 +352,17 @@ impl IdempotencyBuilder {
         self
     }
 
+    /// How long an abandoned operation waits for its client before the service resumes it,
+    /// on every route that resumes ([`Policy::resume_after`](crate::Policy::resume_after)):
+    /// their own delay gives way to this one. Routes that do not resume are left alone.
+    /// Unset by default. Like [`max_ttl`](Self::max_ttl), it is a deployment's setting more
+    /// than the code's: a test environment resumes at once, a production one leaves clients
+    /// the time their retries take.
+    pub fn resume_after(mut self, after: Duration) -> Self {
+        self.resume_after = Some(after.max(Duration::from_millis(1)));
+        self
+    }
+
     /// Builds the runtime.
     pub fn build(self) -> Idempotency {
         Idempotency {
@@ -358,6 +377,7 @@ impl IdempotencyBuilder {
                 pending: Pending::default(),
                 problem_type_base: self.problem_type_base,
                 max_ttl: self.max_ttl,
+                resume_after: self.resume_after,
                 missing_principal_explained: AtomicBool::new(false),
                 resumer: Mutex::default(),
                 schedule: Schedule::default(),

@@ -13,7 +13,10 @@ mod memory;
 mod postgres;
 
 use axum::response::{IntoResponse, Response};
-use idem_core::extract::{Tx, TxError};
+use idem_core::{
+    extract::{Tx, TxError},
+    steps::{StepError, Steps},
+};
 
 pub use self::{memory::MemoryLedger, postgres::PostgresLedger};
 use crate::{
@@ -80,6 +83,12 @@ impl IntoResponse for LedgerError {
             }
         }
     }
+}
+
+/// A ledger write of a step that failed: the step's transaction rolled back, and the
+/// operation resumes from it.
+fn ledger_failed(error: sqlx::Error) -> StepError {
+    StepError::retryable(LedgerError::Database(error))
 }
 
 impl Ledger {
@@ -165,19 +174,41 @@ impl Ledger {
         }
     }
 
-    /// Records a new transfer of `owner`.
-    pub async fn insert_transfer(
+    /// Records a new transfer of `owner`, as the step `ledger` of its operation: a run that
+    /// resumes the operation after this step gets the transfer it recorded, and writes nothing.
+    ///
+    /// In PostgreSQL the row is written in the step's own transaction, which commits it with
+    /// the step's record: the row exists exactly when the step is recorded. In memory the row
+    /// and the record are two writes; both go with the process.
+    pub async fn record_transfer(
         &self,
-        tx: &mut Tx,
+        steps: &mut Steps,
         owner: &str,
-        transfer: &Transfer,
-    ) -> Result<(), LedgerError> {
+        transfer: Transfer,
+    ) -> Result<Transfer, StepError> {
         match self {
             Self::Memory(memory) => {
-                memory.insert_transfer(owner, transfer);
-                Ok(())
+                steps
+                    .local("ledger", || async move {
+                        memory.insert_transfer(owner, &transfer);
+                        Ok(transfer)
+                    })
+                    .await
             }
-            Self::Postgres(postgres) => postgres.insert_transfer(tx, owner, transfer).await,
+            Self::Postgres(_) => {
+                // The step's future may borrow its connection only: what it needs is moved in.
+                let owner = owner.to_owned();
+                steps
+                    .transaction("ledger", |conn| {
+                        Box::pin(async move {
+                            PostgresLedger::insert_transfer(conn, &owner, &transfer)
+                                .await
+                                .map_err(ledger_failed)?;
+                            Ok(transfer)
+                        })
+                    })
+                    .await
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 //! with the idempotency record or not at all.
 
 use idem_core::extract::Tx;
-use sqlx::{PgPool, Postgres, postgres::PgRow};
+use sqlx::{PgConnection, PgPool, Postgres, postgres::PgRow};
 
 use super::{LedgerError, RefundOutcome};
 use crate::model::{Payment, PaymentReceipt, Refund, Transfer};
@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS shop_transfers (
     created    bigint NOT NULL
 );
 CREATE INDEX IF NOT EXISTS shop_transfers_owner_idx ON shop_transfers (owner, seq);
+-- The bank's id of the money it moved. (Added after the table: a shop of the version before
+-- gets the column at start.)
+ALTER TABLE shop_transfers ADD COLUMN IF NOT EXISTS bank_transfer text;
 CREATE TABLE IF NOT EXISTS shop_receipts (
     seq        bigint GENERATED ALWAYS AS IDENTITY,
     id         text   PRIMARY KEY,
@@ -51,10 +54,11 @@ CREATE INDEX IF NOT EXISTS shop_receipts_owner_idx ON shop_receipts (owner, seq)
 "#;
 
 const PAYMENT_COLUMNS: &str = "id, amount, currency, status, amount_refunded, created";
-const TRANSFER_COLUMNS: &str = "id, amount, currency, to_account, status, created";
+const TRANSFER_COLUMNS: &str =
+    "id, amount, currency, to_account, status, coalesce(bank_transfer, ''), created";
 
 type PaymentRow = (String, i64, String, String, i64, i64);
-type TransferRow = (String, i64, String, String, String, i64);
+type TransferRow = (String, i64, String, String, String, String, i64);
 
 fn payment((id, amount, currency, status, amount_refunded, created): PaymentRow) -> Payment {
     Payment {
@@ -67,12 +71,15 @@ fn payment((id, amount, currency, status, amount_refunded, created): PaymentRow)
     }
 }
 
-fn transfer((id, amount, currency, to_account, status, created): TransferRow) -> Transfer {
+fn transfer(
+    (id, amount, currency, to_account, status, bank_transfer, created): TransferRow,
+) -> Transfer {
     Transfer {
         id,
         amount,
         currency,
         to_account,
+        bank_transfer,
         status,
         created,
     }
@@ -237,15 +244,17 @@ impl PostgresLedger {
         Ok(RefundOutcome::Refunded(payment(updated)))
     }
 
+    /// Writes a transfer on `conn`: a step's own transaction, which commits the row with the
+    /// step's record.
     pub(super) async fn insert_transfer(
-        &self,
-        tx: &mut Tx,
+        conn: &mut PgConnection,
         owner: &str,
         transfer: &Transfer,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), sqlx::Error> {
         sqlx::query(
-            "INSERT INTO shop_transfers (id, owner, amount, currency, to_account, status, created) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO shop_transfers \
+             (id, owner, amount, currency, to_account, status, bank_transfer, created) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&transfer.id)
         .bind(owner)
@@ -253,8 +262,9 @@ impl PostgresLedger {
         .bind(&transfer.currency)
         .bind(&transfer.to_account)
         .bind(&transfer.status)
+        .bind(&transfer.bank_transfer)
         .bind(transfer.created)
-        .execute(tx.conn().await?)
+        .execute(conn)
         .await?;
         Ok(())
     }
