@@ -57,7 +57,7 @@ async fn check_the_shop(backend: Backend) -> Report {
         .add_other_header(&format!("Authorization: Bearer {bob}"))
         .unwrap();
     check.count_url = Some(url("/payments"));
-    check.key_style = KeyStyle::Both;
+    check.key_style = Some(KeyStyle::Both);
     check.slow = Some(Variant {
         url: Some(url("/transfers")),
         body: Some(r#"{"amount":50000,"currency":"JPY","toAccount":"0000000"}"#.into()),
