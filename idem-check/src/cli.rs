@@ -145,7 +145,7 @@ struct CheckArgs {
     #[arg(long = "on-5xx", value_enum, value_name = "POLICY")]
     #[serde(rename = "on-5xx")]
     on_5xx: Option<OnServerErrorArg>,
-    /// How many requests with one key the concurrency case sends at once [default: 8].
+    /// How many requests with one key the concurrent case sends at once [default: 8].
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
     /// The longest one request may take, as 30s [default: 30s].

@@ -116,7 +116,7 @@ pub struct Settings {
     pub failing: Option<Variant>,
     /// What the server declares it does after a 5xx.
     pub on_server_error: OnServerError,
-    /// How many requests the concurrency case sends at once.
+    /// How many requests the concurrent case sends at once.
     pub concurrency: usize,
     /// The longest any one request may take before it counts as unanswered.
     pub request_timeout: Duration,
@@ -137,7 +137,7 @@ impl SettingsError {
 }
 
 impl Settings {
-    /// The default number of simultaneous requests of the concurrency case.
+    /// The default number of simultaneous requests of the concurrent case.
     pub const DEFAULT_CONCURRENCY: usize = 8;
     /// The default bound of one request.
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

@@ -12,10 +12,11 @@ use crate::settings::KeyStyle;
 pub enum Verdict {
     /// The server did what the case expects.
     Pass,
-    /// The server did something the case exists to catch; the detail says what was sent and
-    /// what came back.
+    /// The server broke the rule the case rests on, a MUST of the draft or what the user
+    /// declared; the detail says what was sent and what came back.
     Fail,
-    /// Allowed by the draft, but risky (a 409 without `Retry-After`, say).
+    /// Allowed by the draft, but risky (a 409 without `Retry-After`, say), or what a SHOULD
+    /// of the draft asks, not done.
     Warn,
     /// Not run: a setting would enable it (the detail names it), or the server's answers
     /// could not decide it.
