@@ -6,8 +6,9 @@
 //!
 //! The settings are the ones a user of the shop would give: payments as the endpoint, counted
 //! by `GET /payments`; a second user; transfers as the slow request (a bank that takes
-//! 800 ms here, given up on after 300 ms), counted by `GET /transfers`; a refund while the bank is down as the failing
-//! request, whose 502 the shop declares stored (`store_server_errors`); both key spellings.
+//! 800 ms here, given up on after 300 ms, and what the concurrent case sends), counted by
+//! `GET /transfers`; a refund while the bank is down as the failing request, whose 502 the
+//! shop declares stored (`store_server_errors`); both key spellings.
 //! The Redis and PostgreSQL runs are ignored, naming the variable, when it is unset.
 
 use std::time::Duration;
