@@ -353,6 +353,36 @@ async fn a_refusal_of_quoted_keys_is_noticed_by_the_preflight() {
     assert!(said.contains("Invalid Idempotency-Key"), "{said}");
 }
 
+/// A request refused whatever the key's spelling: the preflight says that the refusal is not
+/// about the key, and what to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_in_both_key_spellings_exits_2() {
+    let app = Router::new().route(
+        "/payments",
+        post(|| async {
+            (
+                axum::http::StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({ "title": "currency is required" })),
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let output = idem_check(&["--url", &format!("http://{addr}/payments"), "--body", "{}"]).await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let said = stderr(&output);
+    assert!(
+        said.contains("check the URL, the body and the headers"),
+        "{said}"
+    );
+    assert!(
+        said.contains("the refusal is not about how the key is written"),
+        "{said}"
+    );
+}
+
 /// A count URL that does not count what the endpoint creates would make every "one effect"
 /// verdict a guess: the check stops before any case.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

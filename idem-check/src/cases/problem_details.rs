@@ -32,30 +32,33 @@ pub(super) fn run(ctx: &Context<'_>) -> Judgement {
     if ctx.refusals.is_empty() {
         return Judgement::skipped("no 400, 409 or 422 was met by the other cases");
     }
-    // One line per kind of finding, naming every refusal it is about.
-    let mut findings: Vec<(Finding, Vec<String>)> = Vec::new();
+    // One line per kind of finding, naming every refusal it is about, and one example of
+    // each in the transcript.
+    let mut findings: Vec<(Finding, Vec<Met>)> = Vec::new();
     let mut judgement = Judgement::default();
     for (name, exchange) in &ctx.refusals {
         let answer = exchange.answer().expect("only answers are kept");
-        let at = format!("the {} of {name}", answer.status.as_u16());
-        let found = judge(answer);
-        if !found.is_empty() {
-            judgement.saw(exchange.clone());
-        }
-        for finding in found {
+        let met = Met {
+            status: answer.status.as_u16(),
+            by: name,
+        };
+        for finding in judge(answer) {
             match findings.iter_mut().find(|(kind, _)| *kind == finding) {
-                Some((_, ats)) => ats.push(at.clone()),
-                None => findings.push((finding, vec![at.clone()])),
+                Some((_, mets)) => mets.push(met),
+                None => {
+                    judgement.saw(exchange.clone());
+                    findings.push((finding, vec![met]));
+                }
             }
         }
     }
     let linked = findings
         .iter()
         .filter(|(finding, _)| matches!(finding, Finding::LinkOnly(_)))
-        .map(|(_, ats)| ats.len())
+        .map(|(_, mets)| mets.len())
         .sum();
-    for (finding, ats) in findings {
-        finding.report(&mut judgement, &ats);
+    for (finding, mets) in findings {
+        finding.report(&mut judgement, &mets);
     }
     judgement.pass(passed(&ctx.refusals, linked));
     judgement
@@ -86,6 +89,39 @@ fn passed(refusals: &[(&'static str, Exchange)], linked: usize) -> String {
         ),
     };
     format!("{} {noun} ({}), {how}", refusals.len(), statuses.join(", "))
+}
+
+/// A refusal met: its status, and who met it (a case, or the preflight).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Met {
+    status: u16,
+    by: &'static str,
+}
+
+/// The refusals `mets` names, in order, those of one status met by one case together: `the
+/// 422 of other-body, the 7 409s of concurrent and the 400 of long-key`. Answers the text,
+/// and whether it names more than one.
+fn named(mets: &[Met]) -> (String, bool) {
+    let mut groups: Vec<(Met, usize)> = Vec::new();
+    for met in mets {
+        match groups.iter_mut().find(|(seen, _)| seen == met) {
+            Some((_, n)) => *n += 1,
+            None => groups.push((*met, 1)),
+        }
+    }
+    let names: Vec<String> = groups
+        .iter()
+        .map(|(met, n)| match n {
+            1 => format!("the {} of {}", met.status, met.by),
+            n => format!("the {n} {}s of {}", met.status, met.by),
+        })
+        .collect();
+    let text = match names.as_slice() {
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        [] => String::new(),
+    };
+    (text, mets.len() > 1)
 }
 
 /// What one refusal lacks.
@@ -137,14 +173,14 @@ fn judge(answer: &Answer) -> Vec<Finding> {
 }
 
 impl Finding {
-    /// One line for every refusal `ats` names.
-    fn report(&self, judgement: &mut Judgement, ats: &[String]) {
-        let (who, is) = match ats {
-            [one] => (one.clone(), "is"),
-            [init @ .., last] => (format!("{} and {last}", init.join(", ")), "are"),
-            [] => return,
+    /// One line for every refusal `mets` names.
+    fn report(&self, judgement: &mut Judgement, mets: &[Met]) {
+        let (who, several) = named(mets);
+        let (is, has) = if several {
+            ("are", "have")
+        } else {
+            ("is", "has")
         };
-        let has = if ats.len() == 1 { "has" } else { "have" };
         match self {
             Self::NotProblem(media) => judgement.defect(format!(
                 "{who} {is} {media}, not application/problem+json, and {has} no Link to \
@@ -169,5 +205,33 @@ impl Finding {
             )),
             Self::NoTitle => judgement.warn(format!("{who} {has} no \"title\"")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_of_one_kind_are_named_together() {
+        let met = |status, by| Met { status, by };
+        let mets = [
+            met(422, "other-body"),
+            met(409, "concurrent"),
+            met(409, "concurrent"),
+            met(400, "long-key"),
+        ];
+        assert_eq!(
+            named(&mets),
+            (
+                "the 422 of other-body, the 2 409s of concurrent and the 400 of long-key"
+                    .to_owned(),
+                true
+            )
+        );
+        assert_eq!(
+            named(&[met(400, "the preflight")]),
+            ("the 400 of the preflight".to_owned(), false)
+        );
     }
 }
