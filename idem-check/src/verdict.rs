@@ -45,6 +45,15 @@ impl fmt::Display for Verdict {
 /// What a case's verdict rests on, and so how far it can go: the server's behaviour against
 /// a MUST of the draft, or against what the user declared with a flag, fails the case;
 /// against a SHOULD of the draft, or one of its examples, it warns.
+///
+/// ```
+/// use idem_check::{Basis, Case};
+///
+/// assert_eq!(Case::Concurrent.basis(), Basis::DraftMust);
+/// assert_eq!(Case::ProblemDetails.basis().as_str(), "draft SHOULD");
+/// assert!(!Case::KeyForms.basis().can_fail(), "key-forms warns, never fails");
+/// assert!(Case::Scope.basis().can_fail());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Basis {
     /// A MUST of the IETF draft (or of a specification it makes normative, RFC 9651).
