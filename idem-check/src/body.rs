@@ -38,15 +38,23 @@ impl Members {
     }
 
     fn write(members: &[(String, Box<RawValue>)]) -> Bytes {
-        let mut out = String::from("{");
+        Self::write_spaced(members, "")
+    }
+
+    /// The members written with `space` after each `{`, `:` and `,`.
+    fn write_spaced(members: &[(String, Box<RawValue>)], space: &str) -> Bytes {
+        let mut out = format!("{{{space}");
         for (index, (name, value)) in members.iter().enumerate() {
             if index > 0 {
                 out.push(',');
+                out.push_str(space);
             }
             out.push_str(&Value::String(name.clone()).to_string());
             out.push(':');
+            out.push_str(space);
             out.push_str(value.get());
         }
+        out.push_str(space);
         out.push('}');
         Bytes::from(out)
     }
@@ -105,6 +113,17 @@ pub(crate) fn reordered(body: &[u8]) -> Option<Bytes> {
     Some(Members::write(&members)).filter(|reordered| reordered[..] != *body)
 }
 
+/// The same object with its members in the same order and each value as it was, spaced
+/// otherwise: the same JSON, in the same order, in other bytes. `None` unless the body is an
+/// object.
+pub(crate) fn respaced(body: &[u8]) -> Option<Bytes> {
+    let Members(members) = Members::of(body)?;
+    [" ", "\n  "]
+        .into_iter()
+        .map(|space| Members::write_spaced(&members, space))
+        .find(|respaced| respaced[..] != *body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +157,14 @@ mod tests {
         let parse = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap();
         assert_eq!(parse(&reversed), parse(body));
         assert_eq!(reordered(br#"{"a":1}"#), None);
+        let respaced = respaced(body).unwrap();
+        assert_eq!(
+            &respaced[..],
+            br#"{ "amount": 9800, "currency": "JPY", "meta": {"b":1,"a":2} }"#
+        );
+        assert_eq!(parse(&respaced), parse(body));
+        let spaced = br#"{ "a": 1 }"#;
+        assert_ne!(&super::respaced(spaced).unwrap()[..], spaced);
         assert_eq!(reordered(b"[1,2]"), None);
     }
 }

@@ -1,13 +1,17 @@
-//! A check from start to end: the statement of what it will send, the preflight, every case
-//! in order, and the report.
+//! A check from start to end, in one direction: the settings make a plan; the plan says what
+//! will be sent; the preflight learns what the cases build on; every case runs in order
+//! within the budget it declared (or is skipped with the setting it needs); the report
+//! gathers their verdicts.
 
 use tokio::time::Instant;
 
 use crate::{
-    cases::{Case, Context},
-    plan::Plan,
-    preflight,
+    cases::{Case, Context, Judgement},
+    duration,
+    plan::{self, Plan},
+    preflight::{self, Baseline},
     progress::Progress,
+    session::Session,
     settings::{Settings, SettingsError},
     verdict::{CaseReport, Report},
     wire::{Abort, Wire},
@@ -25,7 +29,7 @@ use crate::{
 /// eprintln!("{}", check.statement());
 /// let report = check.run().await?;
 /// for case in &report.cases {
-///     println!("{} {} {}", case.name, case.verdict, case.summary);
+///     println!("{} {} {} ({})", case.name, case.verdict, case.summary, case.basis);
 /// }
 /// assert!(!report.failed());
 /// # Ok(()) }
@@ -63,13 +67,32 @@ impl Check {
     /// What the check will send, to where, within how long: to be said before it runs.
     #[must_use]
     pub fn statement(&self) -> String {
-        self.plan.statement(&self.settings)
+        let endpoint = &self.settings.endpoint;
+        let runnable = Case::ALL
+            .iter()
+            .filter(|case| case.unmet(&self.plan).is_none())
+            .count();
+        format!(
+            "idem-check: {} {}\n  at most {} requests to {} within {}; {runnable} of {} cases \
+             can run with these settings",
+            endpoint.method,
+            endpoint.url,
+            self.max_requests(),
+            plan::hosts(&self.settings).join(", "),
+            duration::show(self.plan.max_time()),
+            Case::ALL.len()
+        )
     }
 
-    /// The most requests the check sends, count reads included.
+    /// The most requests the check sends, count reads included: the preflight's and every
+    /// case's budget.
     #[must_use]
     pub fn max_requests(&self) -> usize {
-        self.plan.max_requests()
+        self.plan.preflight_requests()
+            + Case::ALL
+                .iter()
+                .map(|case| case.budget(&self.plan))
+                .sum::<usize>()
     }
 
     /// Runs the preflight and every case.
@@ -82,8 +105,8 @@ impl Check {
     pub async fn run(&self) -> Result<Report, Abort> {
         let started = Instant::now();
         let wire = Wire::new(
-            self.plan.max_requests(),
-            self.plan.max_time(&self.settings),
+            self.max_requests(),
+            self.plan.max_time(),
             self.settings.request_timeout,
         );
         let mut progress = if self.progress {
@@ -91,38 +114,63 @@ impl Check {
         } else {
             Progress::silent()
         };
-        let cases = self.run_cases(&wire, &progress).await;
+        let session = Session::new(&self.settings, &wire, &progress);
+        wire.allow(self.plan.preflight_requests());
+        let ran = match preflight::run(&session).await {
+            Ok(baseline) => self
+                .run_cases(&session, &baseline, &progress)
+                .await
+                .map(|cases| (baseline, cases)),
+            Err(abort) => Err(abort),
+        };
         progress.finish();
+        let (baseline, cases) = ran?;
         Ok(Report {
             target: format!(
                 "{} {}",
                 self.settings.endpoint.method, self.settings.endpoint.url
             ),
-            cases: cases?,
+            key_style: baseline.key_style,
+            notes: baseline.notes,
+            cases,
             requests: wire.sent(),
             elapsed: started.elapsed(),
         })
     }
 
-    async fn run_cases(&self, wire: &Wire, progress: &Progress) -> Result<Vec<CaseReport>, Abort> {
-        let mut ctx = Context::new(&self.settings, wire, progress);
-        ctx.baseline = Some(preflight::run(&ctx).await?);
+    /// Every case in order, each within its own budget, under the plan the preflight
+    /// settled.
+    async fn run_cases(
+        &self,
+        session: &Session<'_>,
+        baseline: &Baseline,
+        progress: &Progress,
+    ) -> Result<Vec<CaseReport>, Abort> {
+        let plan = self.plan.with_key_style(baseline.key_style);
+        let mut ctx = Context::new(session, &plan, baseline);
         let mut reports = Vec::with_capacity(Case::ALL.len());
         for (index, case) in Case::ALL.into_iter().enumerate() {
             progress.case(index + 1, Case::ALL.len(), case.name());
             let started = Instant::now();
-            let judgement = case
-                .run(&mut ctx)
-                .await
-                .map_err(|abort| abort.during(case.name()))?;
-            let (verdict, summary, notes, exchanges) = judgement.conclude();
+            let judgement = match case.unmet(&plan) {
+                Some(why) => Judgement::skipped(why),
+                None => {
+                    session.wire.allow(case.budget(&plan));
+                    case.run(&mut ctx)
+                        .await
+                        .map_err(|abort| abort.during(case.name()))?
+                }
+            };
+            let concluded = judgement.conclude(case.basis());
             reports.push(CaseReport {
                 name: case.name(),
                 title: case.title(),
-                verdict,
-                summary,
-                notes,
-                exchanges,
+                verdict: concluded.verdict,
+                basis: case.basis(),
+                rests_on: case.rests_on(),
+                summary: concluded.summary,
+                notes: concluded.notes,
+                exchanges: concluded.exchanges,
                 elapsed: started.elapsed(),
             });
         }

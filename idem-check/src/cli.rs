@@ -38,8 +38,8 @@ pub const EXIT_USAGE: u8 = 2;
 #[command(
     name = "idem-check",
     version,
-    about = "Checks an HTTP API's Idempotency-Key handling from outside: the seven classic \
-             cases and the draft's rules, with a verdict per case",
+    about = "Checks an HTTP API's Idempotency-Key handling from outside: the seven cases and \
+             eight more on the draft's rules, with a verdict per case",
     after_help = "Exit status: 0 when no case failed, 1 when one did, 2 for bad usage or a \
                   target that cannot be checked.\nEvery case, what it sends and how it \
                   decides: docs/check.md.",
@@ -94,15 +94,18 @@ struct CheckArgs {
     /// -H's headers: "exactly one effect", not just "the same answer".
     #[arg(long, value_name = "URL")]
     count_url: Option<String>,
-    /// How keys are written.
+    /// How keys are written [default: sf-strings, the draft's form; bare keys if the server
+    /// refuses those and takes bare ones, as the report then says].
     #[arg(long, value_enum, value_name = "STYLE")]
     key_style: Option<KeyStyleArg>,
-    /// The server runs requests without a key (case 4 then expects a 2xx, not 400).
+    /// The server runs requests without a key (case 4 then expects two identical requests
+    /// without a key to run as two operations, not a 400).
     #[arg(long)]
     #[serde(default)]
     key_optional: bool,
     /// The URL of a request the server takes seconds to answer [default: --url]. Enables the
-    /// in-flight and timeout cases (with --slow-body, or alone).
+    /// in-flight and timeout cases, and the concurrent case sends it (with --slow-body, or
+    /// alone).
     #[arg(long, value_name = "URL")]
     slow_url: Option<String>,
     /// The body of the slow request [default: --body].
@@ -142,7 +145,7 @@ struct CheckArgs {
     #[arg(long = "on-5xx", value_enum, value_name = "POLICY")]
     #[serde(rename = "on-5xx")]
     on_5xx: Option<OnServerErrorArg>,
-    /// How many requests with one key the concurrency case sends at once [default: 8].
+    /// How many requests with one key the concurrent case sends at once [default: 8].
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
     /// The longest one request may take, as 30s [default: 30s].
@@ -374,7 +377,7 @@ impl CheckArgs {
         }
         settings.other_body = body_arg("--other-body", self.other_body.as_deref())?;
         settings.count_url = optional_url("--count-url", self.count_url.as_deref())?;
-        settings.key_style = self.key_style.map_or(KeyStyle::SfString, Into::into);
+        settings.key_style = self.key_style.map(Into::into);
         settings.key_required = !self.key_optional;
         settings.slow = variant(
             "--slow",

@@ -7,8 +7,9 @@ use reqwest::Url;
 use serde_json::Value;
 
 use crate::{
+    exchange::{Exchange, Outcome, Probe},
     show,
-    wire::{Abort, Exchange, Outcome, Probe, Wire},
+    wire::{Abort, Wire},
 };
 
 /// A listing read with the first principal's headers.
@@ -25,6 +26,23 @@ impl Counter {
 
     pub(crate) fn url(&self) -> &Url {
         &self.url
+    }
+
+    /// The listing as the report names it: its path (and query), `/payments`.
+    pub(crate) fn label(&self) -> String {
+        match self.url.query() {
+            Some(query) => format!("{}?{query}", self.url.path()),
+            None => self.url.path().to_owned(),
+        }
+    }
+
+    /// The count before and after something, as read from this listing.
+    pub(crate) fn effects(&self, before: Option<usize>, after: Option<usize>) -> Option<Effects> {
+        Some(Effects {
+            listing: self.label(),
+            before: before?,
+            after: after?,
+        })
     }
 
     /// How many items the listing has now.
@@ -80,22 +98,28 @@ fn count_of(value: &Value) -> Option<usize> {
     }
 }
 
-/// The count before and after something, when there is a counter.
-#[derive(Clone, Copy, Debug)]
+/// The count of one listing before and after something. Cases count two listings (the
+/// endpoint's, and the slow or failing request's), so a count always says which it is.
+#[derive(Clone, Debug)]
 pub(crate) struct Effects {
+    /// The listing, as [`Counter::label`] names it.
+    pub(crate) listing: String,
     pub(crate) before: usize,
     pub(crate) after: usize,
 }
 
 impl Effects {
     /// How many effects appeared (none when the count went down).
-    pub(crate) fn new_effects(self) -> usize {
+    pub(crate) fn new_effects(&self) -> usize {
         self.after.saturating_sub(self.before)
     }
 
-    /// `count 3 → 4`.
-    pub(crate) fn shown(self) -> String {
-        format!("count {} → {}", self.before, self.after)
+    /// `count of /payments: 3 → 4`.
+    pub(crate) fn shown(&self) -> String {
+        format!(
+            "count of {}: {} → {}",
+            self.listing, self.before, self.after
+        )
     }
 }
 
@@ -104,6 +128,20 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_count_names_its_listing() {
+        let counter = Counter::new(
+            "http://127.0.0.1:3000/transfers?status=all"
+                .parse()
+                .unwrap(),
+            HeaderMap::new(),
+        );
+        let effects = counter.effects(Some(1), Some(2)).unwrap();
+        assert_eq!(effects.shown(), "count of /transfers?status=all: 1 → 2");
+        assert_eq!(effects.new_effects(), 1);
+        assert!(counter.effects(None, Some(2)).is_none());
+    }
 
     #[test]
     fn an_array_or_the_only_array_member_is_counted() {

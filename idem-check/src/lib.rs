@@ -1,5 +1,5 @@
-//! `idem-check`: the seven test cases of idempotency keys, and the draft's rules on keys,
-//! scopes and errors, run from outside against any HTTP API, in any language; and
+//! `idem-check`: the seven cases of idempotency keys and eight more on the draft's rules for
+//! keys, scopes and errors, run from outside against any HTTP API, in any language; and
 //! `idem-check serve`, a real idempotent endpoint with faults on demand, for testing clients.
 //!
 //! Idempotency-Key bugs never show in happy-path tests. A server that ignores the key, that
@@ -7,7 +7,9 @@
 //! "processing" forever after a crash, that answers 500 to a malformed key, or that answers
 //! its refusals without Problem Details works perfectly until the day a client retries. This
 //! crate sends the requests that show each of those, and says which case caught what, with
-//! what was sent and what came back.
+//! what was sent and what came back. Each verdict rests on a rule of a stated level: the
+//! server's behaviour against a MUST of the IETF draft, or against what the user declared with
+//! a flag, fails a case; against a SHOULD of the draft, or one of its examples, it warns.
 //!
 //! ```text
 //! idem-check --url http://127.0.0.1:3000/payments --body '{"amount":9800,"currency":"JPY"}' \
@@ -36,23 +38,31 @@ pub mod duration;
 pub mod report;
 pub mod serve;
 
-mod answer;
+// From the leaves up: what an exchange is, how it is sent, shown and compared; the settings
+// and the plan they make; the session, the preflight and the cases that send; the verdicts;
+// and the check, which runs them in that order.
 mod body;
-mod cases;
-mod check;
+mod compare;
 mod count;
-mod plan;
-mod preflight;
+mod exchange;
 mod progress;
-mod settings;
 mod show;
-mod verdict;
 mod wire;
+
+mod plan;
+mod settings;
+
+mod cases;
+mod preflight;
+mod session;
+
+mod check;
+mod verdict;
 
 pub use crate::{
     cases::Case,
     check::Check,
     settings::{Endpoint, KeyStyle, OnServerError, Settings, SettingsError, Variant},
-    verdict::{CaseReport, Report, Verdict},
+    verdict::{Basis, CaseReport, Report, Verdict},
     wire::Abort,
 };

@@ -10,7 +10,7 @@ use std::{
 
 use tokio::{task::JoinHandle, time::Instant};
 
-use crate::{duration, wire::Probe};
+use crate::{duration, exchange::Probe};
 
 /// The progress line, or nothing.
 #[derive(Debug)]

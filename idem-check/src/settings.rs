@@ -8,7 +8,7 @@
 //! settings.add_header("Authorization: Bearer alice")?;
 //! settings.add_other_header("Authorization: Bearer bob")?;
 //! settings.count_url = Some("http://127.0.0.1:3000/payments".parse()?);
-//! settings.key_style = KeyStyle::Both;
+//! settings.key_style = Some(KeyStyle::Both);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -19,16 +19,28 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use reqwest::Url;
 
 /// How the checker writes its keys into `Idempotency-Key`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyStyle {
-    /// An RFC 9651 sf-string, `"abc"`, as the IETF draft specifies. The default.
-    #[default]
+    /// An RFC 9651 sf-string, `"abc"`, as the IETF draft specifies.
     SfString,
-    /// The key as it is, `abc`, as Stripe's API takes it.
+    /// The key as it is, `abc`, as Stripe's API takes it; the key-forms case then sends the
+    /// draft's sf-string of a key it sent bare.
     Bare,
-    /// sf-strings for every case, and one case more that checks that the server takes both
-    /// spellings as the same key.
+    /// sf-strings for every case, and the key-forms case sends a key it sent as an
+    /// sf-string bare.
     Both,
+}
+
+impl KeyStyle {
+    /// `sf-string`, `bare` or `both`, as the flag spells it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SfString => "sf-string",
+            Self::Bare => "bare",
+            Self::Both => "both",
+        }
+    }
 }
 
 /// What the server does with a key whose request ended in a 5xx, as its documentation says.
@@ -84,8 +96,10 @@ pub struct Settings {
     /// A listing of what the endpoint creates, for the first principal: answers a JSON array,
     /// or an object whose only array-valued member lists them. Enables "exactly one effect".
     pub count_url: Option<Url>,
-    /// How keys are written.
-    pub key_style: KeyStyle,
+    /// How keys are written. `None`: as sf-strings, the draft's form, unless the preflight
+    /// finds that the server refuses them and takes bare keys; then bare, and the report
+    /// says so.
+    pub key_style: Option<KeyStyle>,
     /// Whether the server requires a key (case 4 expects 400 then).
     pub key_required: bool,
     /// A request the server takes seconds to answer: enables the in-flight and
@@ -102,7 +116,7 @@ pub struct Settings {
     pub failing: Option<Variant>,
     /// What the server declares it does after a 5xx.
     pub on_server_error: OnServerError,
-    /// How many requests the concurrency case sends at once.
+    /// How many requests the concurrent case sends at once.
     pub concurrency: usize,
     /// The longest any one request may take before it counts as unanswered.
     pub request_timeout: Duration,
@@ -123,7 +137,7 @@ impl SettingsError {
 }
 
 impl Settings {
-    /// The default number of simultaneous requests of the concurrency case.
+    /// The default number of simultaneous requests of the concurrent case.
     pub const DEFAULT_CONCURRENCY: usize = 8;
     /// The default bound of one request.
     pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -155,7 +169,7 @@ impl Settings {
             other_body: None,
             other_headers: HeaderMap::new(),
             count_url: None,
-            key_style: KeyStyle::default(),
+            key_style: None,
             key_required: true,
             slow: None,
             give_up_after: None,

@@ -6,10 +6,7 @@ use std::time::Duration;
 
 use http::HeaderValue;
 
-use crate::{
-    answer,
-    wire::{Exchange, Outcome, Principal, Probe},
-};
+use crate::exchange::{Exchange, IDEMPOTENT_REPLAYED, Outcome, Principal, Probe};
 
 /// The most characters of a body or a key shown.
 const SHOWN: usize = 160;
@@ -49,13 +46,13 @@ pub(crate) fn received(outcome: &Outcome, elapsed: Duration) -> String {
     match outcome {
         Outcome::Answered(answer) => {
             let mut line = format!("← {}", answer.status.as_u16());
-            if let Some(media) = answer::media_type(&answer.headers) {
+            if let Some(media) = answer.media_type() {
                 line.push_str(&format!(" {media}"));
             }
-            if answer::replay_header(&answer.headers).is_some() {
+            if answer.replay_header().is_some() {
                 line.push_str(&format!(
                     ", Idempotent-Replayed: {}",
-                    answer::header_text(&answer.headers, "idempotent-replayed")
+                    answer.header_text(IDEMPOTENT_REPLAYED)
                 ));
             }
             if let Some(after) = answer.headers.get(http::header::RETRY_AFTER) {

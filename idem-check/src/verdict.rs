@@ -1,8 +1,10 @@
-//! Verdicts: what a case concluded, and why.
+//! Verdicts: what a case concluded, what that rests on, and why.
 
 use std::{fmt, time::Duration};
 
 use serde::Serialize;
+
+use crate::settings::KeyStyle;
 
 /// What a case concluded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -10,10 +12,11 @@ use serde::Serialize;
 pub enum Verdict {
     /// The server did what the case expects.
     Pass,
-    /// The server did something the case exists to catch; the detail says what was sent and
-    /// what came back.
+    /// The server broke the rule the case rests on, a MUST of the draft or what the user
+    /// declared; the detail says what was sent and what came back.
     Fail,
-    /// Allowed by the draft, but risky (a 409 without `Retry-After`, say).
+    /// Allowed by the draft, but risky (a 409 without `Retry-After`, say), or what a SHOULD
+    /// of the draft asks, not done.
     Warn,
     /// Not run: a setting would enable it (the detail names it), or the server's answers
     /// could not decide it.
@@ -39,6 +42,56 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// What a case's verdict rests on, and so how far it can go: the server's behaviour against
+/// a MUST of the draft, or against what the user declared with a flag, fails the case;
+/// against a SHOULD of the draft, or one of its examples, it warns.
+///
+/// ```
+/// use idem_check::{Basis, Case};
+///
+/// assert_eq!(Case::Concurrent.basis(), Basis::DraftMust);
+/// assert_eq!(Case::ProblemDetails.basis().as_str(), "draft SHOULD");
+/// assert!(!Case::KeyForms.basis().can_fail(), "key-forms warns, never fails");
+/// assert!(Case::Scope.basis().can_fail());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Basis {
+    /// A MUST of the IETF draft (or of a specification it makes normative, RFC 9651).
+    #[serde(rename = "draft MUST")]
+    DraftMust,
+    /// A SHOULD of the IETF draft, or one of its examples.
+    #[serde(rename = "draft SHOULD")]
+    DraftShould,
+    /// What the user declared with a flag: `--key-optional` (or keys required, without it),
+    /// `--on-5xx`, `--ttl`, `--other-header`.
+    #[serde(rename = "declared")]
+    Declared,
+}
+
+impl Basis {
+    /// `draft MUST`, `draft SHOULD` or `declared`, as the JSON report writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DraftMust => "draft MUST",
+            Self::DraftShould => "draft SHOULD",
+            Self::Declared => "declared",
+        }
+    }
+
+    /// Whether the server's breaking it fails a case (else it warns).
+    #[must_use]
+    pub fn can_fail(self) -> bool {
+        !matches!(self, Self::DraftShould)
+    }
+}
+
+impl fmt::Display for Basis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One case's result.
 #[derive(Clone, Debug)]
 pub struct CaseReport {
@@ -48,6 +101,10 @@ pub struct CaseReport {
     pub title: &'static str,
     /// The verdict.
     pub verdict: Verdict,
+    /// What the verdict rests on: a MUST or a SHOULD of the draft, or a declaration.
+    pub basis: Basis,
+    /// The rule itself, in a few words, with where it is written.
+    pub rests_on: &'static str,
     /// One line: why this verdict.
     pub summary: String,
     /// More to know: how the server behaved where the draft leaves a choice.
@@ -77,6 +134,12 @@ impl CaseReport {
 pub struct Report {
     /// What was checked: `POST http://127.0.0.1:3000/payments`.
     pub target: String,
+    /// How the keys were written: as the settings say, or as the preflight found the server
+    /// takes them.
+    pub key_style: KeyStyle,
+    /// What the preflight found that every case builds on (keys sent bare because the server
+    /// refused sf-strings, say).
+    pub notes: Vec<String>,
     /// Every case, in order.
     pub cases: Vec<CaseReport>,
     /// How many requests were sent, count reads included.

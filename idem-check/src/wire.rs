@@ -12,12 +12,13 @@ use std::{
     time::Duration,
 };
 
-use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use reqwest::Url;
+use bytes::BytesMut;
 use tokio::time::Instant;
 
-use crate::show;
+use crate::{
+    duration,
+    exchange::{Answer, Exchange, Outcome, Probe},
+};
 
 /// The most of a body that is read; the rest is dropped. Enough for any answer a case compares.
 const MAX_BODY: usize = 1024 * 1024;
@@ -34,7 +35,7 @@ pub enum Abort {
         reason: String,
     },
     /// The check ran out of its time.
-    #[error("the check took longer than its bound of {}; raise --max-time", show::duration(*.0))]
+    #[error("the check took longer than its bound of {}; raise --max-time", duration::show(*.0))]
     OutOfTime(Duration),
     /// The check would send more requests than it announced.
     #[error("the check would send more than the {0} requests it announced")]
@@ -63,96 +64,6 @@ impl Abort {
     }
 }
 
-/// Who sends a request: the endpoint's credentials, or the second principal's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Principal {
-    First,
-    Second,
-}
-
-/// One request to send.
-#[derive(Clone, Debug)]
-pub(crate) struct Probe {
-    pub(crate) method: Method,
-    pub(crate) url: Url,
-    pub(crate) headers: HeaderMap,
-    /// The `Idempotency-Key` header value; none: no header.
-    pub(crate) key: Option<HeaderValue>,
-    pub(crate) body: Option<Bytes>,
-    pub(crate) principal: Principal,
-    /// The client gives up after this long, on purpose (case 5).
-    pub(crate) give_up_after: Option<Duration>,
-}
-
-impl Probe {
-    /// A `GET` of `url` with `headers`, no key and no body, as the first principal.
-    pub(crate) fn get(url: Url, headers: HeaderMap) -> Self {
-        Self {
-            method: Method::GET,
-            url,
-            headers,
-            key: None,
-            body: None,
-            principal: Principal::First,
-            give_up_after: None,
-        }
-    }
-}
-
-/// What came back.
-#[derive(Clone, Debug)]
-pub(crate) enum Outcome {
-    /// An answer, read whole (or its first [`MAX_BODY`] bytes).
-    Answered(Answer),
-    /// The client gave up as the probe asked, with no answer yet.
-    GaveUp(Duration),
-    /// No answer: the connection was reset or closed, or the request timed out.
-    NoAnswer(String),
-}
-
-/// An HTTP answer.
-#[derive(Clone, Debug)]
-pub(crate) struct Answer {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Bytes,
-}
-
-/// A request and what came back, with when and how long.
-#[derive(Clone, Debug)]
-pub(crate) struct Exchange {
-    pub(crate) probe: Probe,
-    pub(crate) outcome: Outcome,
-    /// When the request was sent.
-    pub(crate) started: Instant,
-    pub(crate) elapsed: Duration,
-}
-
-impl Exchange {
-    /// The answer, if there was one.
-    pub(crate) fn answer(&self) -> Option<&Answer> {
-        match &self.outcome {
-            Outcome::Answered(answer) => Some(answer),
-            _ => None,
-        }
-    }
-
-    /// The status, if there was an answer.
-    pub(crate) fn status(&self) -> Option<StatusCode> {
-        self.answer().map(|answer| answer.status)
-    }
-
-    /// When the outcome came.
-    pub(crate) fn ended(&self) -> Instant {
-        self.started + self.elapsed
-    }
-
-    /// Whether the answer was a 2xx.
-    pub(crate) fn succeeded(&self) -> bool {
-        self.status().is_some_and(|status| status.is_success())
-    }
-}
-
 /// The client, the count of requests sent, and the bounds.
 #[derive(Debug)]
 pub(crate) struct Wire {
@@ -160,14 +71,19 @@ pub(crate) struct Wire {
     request_timeout: Duration,
     started: Instant,
     max_time: Duration,
-    budget: usize,
+    /// The most requests the whole check sends, as announced.
+    announced: usize,
+    /// The most requests sent by the end of the current stage (the preflight, or a case):
+    /// each stage gets the budget it declared, so that one that sends more than it said is
+    /// stopped where it does, not later.
+    limit: AtomicUsize,
     sent: AtomicUsize,
 }
 
 impl Wire {
-    /// A wire that sends at most `budget` requests within `max_time`, each within
-    /// `request_timeout`.
-    pub(crate) fn new(budget: usize, max_time: Duration, request_timeout: Duration) -> Self {
+    /// A wire that sends at most `announced` requests within `max_time`, each within
+    /// `request_timeout`; none until a stage is allowed some ([`Wire::allow`]).
+    pub(crate) fn new(announced: usize, max_time: Duration, request_timeout: Duration) -> Self {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .retry(reqwest::retry::never())
@@ -180,9 +96,16 @@ impl Wire {
             request_timeout,
             started: Instant::now(),
             max_time,
-            budget,
+            announced,
+            limit: AtomicUsize::new(0),
             sent: AtomicUsize::new(0),
         }
+    }
+
+    /// Starts a stage that may send `requests` more, within the announced total.
+    pub(crate) fn allow(&self, requests: usize) {
+        let limit = (self.sent() + requests).min(self.announced);
+        self.limit.store(limit, Ordering::Relaxed);
     }
 
     /// How many requests were sent.
@@ -210,8 +133,8 @@ impl Wire {
     /// Sends `probe` once and reads what comes back.
     pub(crate) async fn send(&self, probe: Probe) -> Result<Exchange, Abort> {
         let time_left = self.time_left()?;
-        if self.sent.fetch_add(1, Ordering::Relaxed) >= self.budget {
-            return Err(Abort::OutOfBudget(self.budget));
+        if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limit.load(Ordering::Relaxed) {
+            return Err(Abort::OutOfBudget(self.announced));
         }
         let bound = self.request_timeout.min(time_left);
         let limit = probe.give_up_after.map_or(bound, |after| after.min(bound));
@@ -231,7 +154,7 @@ impl Wire {
                 Outcome::GaveUp(limit)
             }
             Err(_) if bound < self.request_timeout => return Err(Abort::OutOfTime(self.max_time)),
-            Err(_) => Outcome::NoAnswer(format!("no answer within {}", show::duration(limit))),
+            Err(_) => Outcome::NoAnswer(format!("no answer within {}", duration::show(limit))),
         };
         Ok(Exchange {
             probe,

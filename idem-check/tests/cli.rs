@@ -95,6 +95,25 @@ fn verdicts(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Every case says what its verdict rests on: its level and its rule.
+fn assert_rests_on_its_rules(report: &Value) {
+    assert_eq!(report["key_style"], "sf-string");
+    assert_eq!(report["notes"], serde_json::json!([]));
+    for case in report["cases"].as_array().unwrap() {
+        let basis = case["basis"].as_str().unwrap();
+        assert!(
+            ["draft MUST", "draft SHOULD", "declared"].contains(&basis),
+            "{case}"
+        );
+        assert!(!case["source"].as_str().unwrap().is_empty(), "{case}");
+    }
+    assert_eq!(report["cases"][3]["basis"], "declared", "no-key");
+    assert_eq!(
+        report["cases"][14]["basis"], "draft SHOULD",
+        "problem-details"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_correct_server_exits_0_with_the_documented_json() {
     let addr = reference_server::start(Config::default()).await;
@@ -115,6 +134,7 @@ async fn a_correct_server_exits_0_with_the_documented_json() {
             .1
             .clone()
     };
+    assert_rests_on_its_rules(&report);
     // -H, --other-header and --count-url did their part.
     assert_eq!(verdict("scope"), "pass");
     assert_eq!(verdict("replay"), "pass");
@@ -171,7 +191,7 @@ async fn a_failing_case_exits_1_and_says_what_was_sent_and_what_came_back() {
 async fn text_and_junit_reports() {
     let addr = reference_server::start(Config {
         flaws: Flaws {
-            no_problem_details: true,
+            unscoped: true,
             ..Flaws::default()
         },
         ..Config::default()
@@ -181,7 +201,11 @@ async fn text_and_junit_reports() {
     let text = idem_check(&flags).await;
     assert_eq!(text.status.code(), Some(1));
     let table = String::from_utf8(text.stdout).unwrap();
-    assert!(table.contains("problem-details  fail"), "{table}");
+    assert!(table.contains("scope            fail"), "{table}");
+    assert!(
+        table.contains("fail 9 scope (the same key from another principal; declared)"),
+        "{table}"
+    );
     assert!(table.contains("15 cases: "), "{table}");
     assert!(!table.contains('\x1b'), "no colour under NO_COLOR");
 
@@ -195,7 +219,11 @@ async fn text_and_junit_reports() {
     assert!(xml.contains("tests=\"15\" failures=\"1\""), "{xml}");
     assert_eq!(xml.matches("<testcase ").count(), 15);
     assert_eq!(xml.matches("<failure ").count(), 1);
-    assert!(xml.contains("name=\"problem-details: "), "{xml}");
+    assert!(xml.contains("name=\"scope: "), "{xml}");
+    assert!(
+        xml.contains("<property name=\"key-style\" value=\"sf-string\"/>"),
+        "{xml}"
+    );
     assert!(xml.trim_end().ends_with("</testsuites>"));
 }
 
@@ -296,6 +324,63 @@ async fn a_target_that_is_not_json_exits_2() {
     let said = stderr(&output);
     assert!(said.contains("not JSON (text/html)"), "{said}");
     assert!(said.contains("no report"), "{said}");
+}
+
+/// A server that refuses the draft's sf-string keys: from the default flags, the check goes
+/// on in bare keys and says so first; with `--key-style sf-string`, it stops with exit 2
+/// and names the flag to pass, instead of "check the URL, the body and the headers".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_of_quoted_keys_is_noticed_by_the_preflight() {
+    let addr = reference_server::start(Config {
+        flaws: Flaws {
+            bare_keys_only: true,
+            ..Flaws::default()
+        },
+        ..Config::default()
+    })
+    .await;
+    let flags = documented_flags(addr);
+    let output = idem_check(&flags).await;
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.starts_with("note: keys were sent bare"), "{text}");
+
+    let output = idem_check(&args(&flags, &["--key-style", "sf-string"])).await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let said = stderr(&output);
+    assert!(said.contains("pass --key-style bare"), "{said}");
+    assert!(said.contains("Invalid Idempotency-Key"), "{said}");
+}
+
+/// A request refused whatever the key's spelling: the preflight says that the refusal is not
+/// about the key, and what to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_in_both_key_spellings_exits_2() {
+    let app = Router::new().route(
+        "/payments",
+        post(|| async {
+            (
+                axum::http::StatusCode::BAD_REQUEST,
+                axum::Json(serde_json::json!({ "title": "currency is required" })),
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let output = idem_check(&["--url", &format!("http://{addr}/payments"), "--body", "{}"]).await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let said = stderr(&output);
+    assert!(
+        said.contains("check the URL, the body and the headers"),
+        "{said}"
+    );
+    assert!(
+        said.contains("the refusal is not about how the key is written"),
+        "{said}"
+    );
 }
 
 /// A count URL that does not count what the endpoint creates would make every "one effect"

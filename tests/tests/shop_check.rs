@@ -6,8 +6,9 @@
 //!
 //! The settings are the ones a user of the shop would give: payments as the endpoint, counted
 //! by `GET /payments`; a second user; transfers as the slow request (a bank that takes
-//! 800 ms here, given up on after 300 ms), counted by `GET /transfers`; a refund while the bank is down as the failing
-//! request, whose 502 the shop declares stored (`store_server_errors`); both key spellings.
+//! 800 ms here, given up on after 300 ms, and what the concurrent case sends), counted by
+//! `GET /transfers`; a refund while the bank is down as the failing request, whose 502 the
+//! shop declares stored (`store_server_errors`); both key spellings.
 //! The Redis and PostgreSQL runs are ignored, naming the variable, when it is unset.
 
 use std::time::Duration;
@@ -57,7 +58,7 @@ async fn check_the_shop(backend: Backend) -> Report {
         .add_other_header(&format!("Authorization: Bearer {bob}"))
         .unwrap();
     check.count_url = Some(url("/payments"));
-    check.key_style = KeyStyle::Both;
+    check.key_style = Some(KeyStyle::Both);
     check.slow = Some(Variant {
         url: Some(url("/transfers")),
         body: Some(r#"{"amount":50000,"currency":"JPY","toAccount":"0000000"}"#.into()),

@@ -8,23 +8,34 @@
 //! slow request was answered before the duplicate was even sent, the case is undecided.
 
 use crate::{
-    answer,
-    cases::{Case, Context, Judgement, SlowBaseline, context::effects, expect},
+    cases::{About, Context, Judgement, expect},
+    exchange::{Answer, Exchange, Probe},
+    plan::{Listing, Need, Plan},
+    preflight::SlowBaseline,
+    session::fresh_key,
     show,
-    wire::{Abort, Answer, Exchange, Probe},
+    verdict::Basis,
+    wire::Abort,
 };
 
+pub(super) const ABOUT: About = About {
+    name: "in-flight",
+    title: "a retry while the first is running",
+    basis: Basis::DraftMust,
+    rests_on: "the draft's enforcement scenarios: a request retried before the original \
+               completed MUST get a conflict error (SHOULD be 409); no duplicate records",
+    needs: &[Need::SlowRequest],
+};
+
+/// The slow request, its duplicate, and the retry after a 409, counted.
+pub(super) fn budget(plan: &Plan) -> usize {
+    3 + plan.reads(Listing::Slow)
+}
+
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
-    let Some(slow) = ctx.baseline().slow else {
-        return Ok(Judgement::skipped(
-            "needs a request the server takes seconds to answer: --slow-url and/or --slow-body",
-        ));
-    };
-    let key = Context::fresh_key();
-    let probe = ctx
-        .slow_request(&key)
-        .expect("a slow baseline has a slow variant");
-    let before = ctx.read(ctx.slow_counter.as_ref()).await?;
+    let slow = ctx.slow();
+    let probe = ctx.slow_request(&fresh_key());
+    let before = ctx.read(Listing::Slow).await?;
     let (first, second) = send_overlapping(ctx, &probe, slow).await?;
     let mut judgement = Judgement::of([first.clone(), second.clone()]);
     if first.ended() <= second.started {
@@ -36,21 +47,21 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         ));
         return Ok(judgement);
     }
-    ctx.keep_refusal(Case::InFlight, &first);
-    ctx.keep_refusal(Case::InFlight, &second);
+    ctx.keep_refusal(ABOUT.name, &first);
+    ctx.keep_refusal(ABOUT.name, &second);
     let summary = match which_ran(&mut judgement, &first, &second) {
         Some((ran, other)) => judge_duplicate(ctx, &mut judgement, &ran, &other, &probe).await?,
         None => None,
     };
-    let effects = effects(before, ctx.read(ctx.slow_counter.as_ref()).await?);
+    let effects = ctx.effects(Listing::Slow, before, ctx.read(Listing::Slow).await?);
     expect::new_effects(
         &mut judgement,
-        effects,
+        effects.as_ref(),
         1,
         "a request and its duplicate in flight",
     );
     if let Some(summary) = summary {
-        judgement.pass(format!("{summary}{}", expect::counted(effects)));
+        judgement.pass(format!("{summary}{}", expect::counted(effects.as_ref())));
     }
     Ok(judgement)
 }
@@ -71,7 +82,7 @@ async fn send_overlapping(
 }
 
 /// The request that ran (a 2xx) and the other, in whichever order they reached the server;
-/// `None`, with the failure judged, when neither or both can have run.
+/// `None`, with the defect judged, when neither can have run.
 fn which_ran(
     judgement: &mut Judgement,
     first: &Exchange,
@@ -81,7 +92,7 @@ fn which_ran(
         (true, _) => Some((first.clone(), second.clone())),
         (false, true) => Some((second.clone(), first.clone())),
         (false, false) => {
-            judgement.fail(format!(
+            judgement.defect(format!(
                 "neither request got the operation's answer: {} and {}",
                 show::outcome(first),
                 show::outcome(second)
@@ -101,7 +112,7 @@ async fn judge_duplicate(
 ) -> Result<Option<String>, Abort> {
     let ran = ran.answer().expect("a 2xx is an answer");
     let Some(answer) = other.answer() else {
-        judgement.fail(format!(
+        judgement.defect(format!(
             "the duplicate got no answer while the first ran: {}",
             show::outcome(other)
         ));
@@ -109,11 +120,11 @@ async fn judge_duplicate(
     };
     let status = answer.status.as_u16();
     match status {
-        _ if answer.status.is_success() => {
-            expect::replay_of(judgement, ran, other, "the duplicate in flight");
-            Ok(Some(format!(
-                "the duplicate waited and got the first request's answer ({status})"
-            )))
+        _ if answer.succeeded() => {
+            let waited = expect::retry_got_first(judgement, ran, other, "the duplicate in flight");
+            Ok(waited.then(|| {
+                format!("the duplicate waited and got the first request's answer ({status})")
+            }))
         }
         409 => after_conflict(ctx, judgement, ran, answer, probe)
             .await
@@ -125,9 +136,10 @@ async fn judge_duplicate(
             Ok(None)
         }
         _ => {
-            judgement.fail(format!(
+            judgement.defect(format!(
                 "the duplicate of a running request was answered {status}: clients do not retry \
-                 that, so the caller never learns the first request's result (the draft says 409)"
+                 that, so the caller never learns the first request's result (the draft says a \
+                 conflict error, 409)"
             ));
             Ok(None)
         }
@@ -145,24 +157,15 @@ async fn after_conflict(
     expect::conflict_says_when(judgement, conflict);
     let again = ctx.send(probe.clone()).await?;
     judgement.saw(again.clone());
-    expect::replay_of(judgement, ran, &again, "the retry once the first was done");
-    let marked = if again.answer().is_some_and(answer::is_replayed) {
+    ctx.keep_refusal(ABOUT.name, &again);
+    expect::retry_got_first(judgement, ran, &again, "the retry once the first was done");
+    let marked = if again.answer().is_some_and(Answer::is_replayed) {
         ", marked Idempotent-Replayed"
     } else {
         ""
     };
     Ok(format!(
         "409{} while the first ran, then its answer{marked}",
-        retry_after(conflict)
+        expect::retry_after_shown(conflict)
     ))
-}
-
-fn retry_after(answer: &Answer) -> String {
-    match answer.headers.get(http::header::RETRY_AFTER) {
-        Some(value) => format!(
-            " with Retry-After: {}",
-            String::from_utf8_lossy(value.as_bytes())
-        ),
-        None => String::new(),
-    }
 }

@@ -1,18 +1,30 @@
-//! What a case concludes, built up as it reads the answers: every failure and warning it
-//! finds, and the one-line account of a pass.
+//! What a case concludes, built up as it reads the answers: every defect and warning it
+//! finds, and the one-line account of a pass. How far a defect goes is not the case's to
+//! say: it fails a case that rests on a MUST of the draft or on a declaration, and warns in
+//! one that rests on a SHOULD ([`Basis`]).
 
-use crate::{show, verdict::Verdict, wire::Exchange};
+use crate::{exchange::Exchange, show, verdict::Basis, verdict::Verdict};
 
-/// A case's findings. The verdict is the worst of them: any failure fails the case, else any
-/// warning warns, else it passes; a skipped case says why and which setting would run it.
+/// A case's findings. The verdict is the worst of them: any defect fails the case (or warns,
+/// under a SHOULD), else any warning warns, else it passes; a skipped case says why and which
+/// setting would run it.
 #[derive(Debug, Default)]
 pub(crate) struct Judgement {
-    failures: Vec<String>,
+    defects: Vec<String>,
     warnings: Vec<String>,
     notes: Vec<String>,
     passed: Option<String>,
     skipped: Option<String>,
     exchanges: Vec<Exchange>,
+}
+
+/// A judgement concluded: the verdict, its one-line summary, the notes and the transcript.
+#[derive(Debug)]
+pub(crate) struct Conclusion {
+    pub(crate) verdict: Verdict,
+    pub(crate) summary: String,
+    pub(crate) notes: Vec<String>,
+    pub(crate) exchanges: Vec<String>,
 }
 
 impl Judgement {
@@ -38,11 +50,11 @@ impl Judgement {
     }
 
     /// The server did what the case exists to catch.
-    pub(crate) fn fail(&mut self, why: impl Into<String>) {
-        self.failures.push(why.into());
+    pub(crate) fn defect(&mut self, why: impl Into<String>) {
+        self.defects.push(why.into());
     }
 
-    /// Allowed, but risky.
+    /// Allowed, but risky; or what a SHOULD of the draft asks, not done.
     pub(crate) fn warn(&mut self, why: impl Into<String>) {
         self.warnings.push(why.into());
     }
@@ -62,31 +74,31 @@ impl Judgement {
         self.skipped = Some(why.into());
     }
 
-    /// How many failures and warnings so far.
-    pub(crate) fn findings(&self) -> usize {
-        self.failures.len() + self.warnings.len()
+    /// Whether a defect was found so far.
+    pub(crate) fn has_defect(&self) -> bool {
+        !self.defects.is_empty()
     }
 
-    /// Whether anything failed so far.
-    pub(crate) fn has_failed(&self) -> bool {
-        !self.failures.is_empty()
-    }
-
-    /// The verdict, its one-line summary, the notes and the transcript.
-    pub(crate) fn conclude(self) -> (Verdict, String, Vec<String>, Vec<String>) {
-        let transcript = self.exchanges.iter().map(show::exchange).collect();
-        let (verdict, summary, mut notes) = if !self.failures.is_empty() {
-            let mut failures = self.failures.into_iter();
-            let first = failures.next().unwrap_or_default();
+    /// The verdict under `basis`. A line said twice (the same refusal met by several
+    /// requests) is reported once.
+    pub(crate) fn conclude(self, basis: Basis) -> Conclusion {
+        let exchanges = self.exchanges.iter().map(show::exchange).collect();
+        let (defects, warnings) = if basis.can_fail() {
+            (self.defects, self.warnings)
+        } else {
             (
-                Verdict::Fail,
-                first,
-                failures.chain(self.warnings).collect(),
+                Vec::new(),
+                self.defects.into_iter().chain(self.warnings).collect(),
             )
+        };
+        let (verdict, summary, mut notes) = if !defects.is_empty() {
+            let mut defects = defects.into_iter();
+            let first = defects.next().unwrap_or_default();
+            (Verdict::Fail, first, defects.chain(warnings).collect())
         } else if let Some(why) = self.skipped {
-            (Verdict::Skipped, why, self.warnings)
-        } else if !self.warnings.is_empty() {
-            let mut warnings = self.warnings.into_iter();
+            (Verdict::Skipped, why, warnings)
+        } else if !warnings.is_empty() {
+            let mut warnings = warnings.into_iter();
             let first = warnings.next().unwrap_or_default();
             (Verdict::Warn, first, warnings.collect())
         } else {
@@ -94,7 +106,20 @@ impl Judgement {
             (Verdict::Pass, summary, Vec::new())
         };
         notes.extend(self.notes);
-        (verdict, summary, notes, transcript)
+        let mut said = vec![summary.clone()];
+        notes.retain(|note| {
+            let new = !said.contains(note);
+            if new {
+                said.push(note.clone());
+            }
+            new
+        });
+        Conclusion {
+            verdict,
+            summary,
+            notes,
+            exchanges,
+        }
     }
 }
 
@@ -107,25 +132,60 @@ mod tests {
         let mut judgement = Judgement::default();
         judgement.pass("fine");
         judgement.note("n");
-        assert_eq!(judgement.conclude().0, Verdict::Pass);
+        assert_eq!(judgement.conclude(Basis::DraftMust).verdict, Verdict::Pass);
 
         let mut judgement = Judgement::default();
         judgement.pass("fine");
         judgement.warn("w");
-        let (verdict, summary, ..) = judgement.conclude();
-        assert_eq!((verdict, summary.as_str()), (Verdict::Warn, "w"));
+        let concluded = judgement.conclude(Basis::DraftMust);
+        assert_eq!(
+            (concluded.verdict, concluded.summary.as_str()),
+            (Verdict::Warn, "w")
+        );
 
         let mut judgement = Judgement::default();
         judgement.warn("w");
-        judgement.fail("f1");
-        judgement.fail("f2");
+        judgement.defect("f1");
+        judgement.defect("f2");
         judgement.undecided("u");
-        let (verdict, summary, notes, _) = judgement.conclude();
-        assert_eq!((verdict, summary.as_str()), (Verdict::Fail, "f1"));
-        assert_eq!(notes, ["f2", "w"]);
+        let concluded = judgement.conclude(Basis::Declared);
+        assert_eq!(
+            (concluded.verdict, concluded.summary.as_str()),
+            (Verdict::Fail, "f1")
+        );
+        assert_eq!(concluded.notes, ["f2", "w"]);
 
         let mut judgement = Judgement::default();
         judgement.undecided("u");
-        assert_eq!(judgement.conclude().0, Verdict::Skipped);
+        assert_eq!(
+            judgement.conclude(Basis::DraftMust).verdict,
+            Verdict::Skipped
+        );
+    }
+
+    #[test]
+    fn a_defect_against_a_should_warns() {
+        let mut judgement = Judgement::default();
+        judgement.defect("f");
+        judgement.warn("w");
+        let concluded = judgement.conclude(Basis::DraftShould);
+        assert_eq!(
+            (concluded.verdict, concluded.summary.as_str()),
+            (Verdict::Warn, "f")
+        );
+        assert_eq!(concluded.notes, ["w"]);
+    }
+
+    #[test]
+    fn a_line_said_twice_is_reported_once() {
+        let mut judgement = Judgement::default();
+        for _ in 0..7 {
+            judgement.defect("the same");
+        }
+        judgement.note("n");
+        judgement.note("n");
+        let concluded = judgement.conclude(Basis::DraftMust);
+        assert_eq!(concluded.summary, "the same");
+        assert_eq!(concluded.notes, ["n"]);
     }
 }

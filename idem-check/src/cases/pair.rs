@@ -1,13 +1,14 @@
 //! The shape most cases share: a first request with a fresh key, which must succeed, then a
-//! second request with the same key, counted around the second.
+//! second request with the same key, counted around the second in the endpoint's listing.
 
 use std::time::Duration;
 
 use crate::{
-    cases::{Case, Context, Judgement, context::effects},
+    cases::{Context, Judgement},
     count::Effects,
+    exchange::{Answer, Exchange, Probe},
+    plan::Listing,
     show,
-    wire::{Abort, Answer, Exchange, Probe},
 };
 
 /// The first answer, the second exchange, and the count around the second.
@@ -18,46 +19,50 @@ pub(crate) struct Pair {
     pub(crate) effects: Option<Effects>,
 }
 
+/// The requests a pair sends: the first, and the second of one count read before and after.
+pub(crate) const REQUESTS: usize = 2;
+
 impl Pair {
     /// Sends `first`; if it succeeds, waits `between` (the retention period, or nothing), and
-    /// sends `second`, counting around it. A first request that does not succeed fails the
-    /// case (`None`): the same request had succeeded in the preflight.
+    /// sends `second`, counting around it. A first request that does not succeed is a defect
+    /// (`None`): the same request had succeeded in the preflight. `name` is the case's, for
+    /// the refusals it keeps.
     pub(crate) async fn send(
         ctx: &mut Context<'_>,
-        case: Case,
+        name: &'static str,
         judgement: &mut Judgement,
         (first, second): (Probe, Probe),
         between: Option<(Duration, &str)>,
-    ) -> Result<Option<Self>, Abort> {
+    ) -> Result<Option<Self>, crate::wire::Abort> {
         let first = ctx.send(first).await?;
         judgement.saw(first.clone());
         let Some(answer) = first.answer().filter(|_| first.succeeded()).cloned() else {
-            judgement.fail(format!(
+            judgement.defect(format!(
                 "the request itself, with a fresh key, was answered {}",
                 show::outcome(&first)
             ));
             return Ok(None);
         };
-        let before = ctx.read(ctx.counter.as_ref()).await?;
+        let before = ctx.read(Listing::Endpoint).await?;
         if let Some((wait, why)) = between {
             ctx.sleep(wait, why).await?;
         }
         let second = ctx.send(second).await?;
-        let after = ctx.read(ctx.counter.as_ref()).await?;
+        let after = ctx.read(Listing::Endpoint).await?;
         judgement.saw(second.clone());
-        ctx.keep_refusal(case, &second);
+        ctx.keep_refusal(name, &second);
         Ok(Some(Self {
             first: answer,
             second,
-            effects: effects(before, after),
+            effects: ctx.effects(Listing::Endpoint, before, after),
         }))
     }
 
-    /// The second answer; `None`, with the failure judged, when there was none.
+    /// The second answer; `None`, with the defect judged, when there was none.
     pub(crate) fn second_answer(&self, judgement: &mut Judgement, what: &str) -> Option<&Answer> {
         let answer = self.second.answer();
         if answer.is_none() {
-            judgement.fail(format!(
+            judgement.defect(format!(
                 "{what} got no answer: {}",
                 show::outcome(&self.second)
             ));

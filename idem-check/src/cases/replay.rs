@@ -2,35 +2,53 @@
 //! body), marked a replay if the server marks them, and there is one effect.
 
 use crate::{
-    answer,
-    cases::{Context, Judgement, context::effects, expect},
+    cases::{About, Context, Judgement, expect},
     count::Effects,
-    wire::{Abort, Answer},
+    exchange::Answer,
+    plan::{Listing, Plan},
+    verdict::Basis,
+    wire::Abort,
 };
+
+pub(super) const ABOUT: About = About {
+    name: "replay",
+    title: "same key, same body, twice",
+    basis: Basis::DraftMust,
+    rests_on: "the draft's purpose, a MUST in its introduction: duplicate records MUST NOT be \
+               allowed; a retry after the first finished SHOULD get its result",
+    needs: &[],
+};
+
+/// The preflight's request again, counted.
+pub(super) fn budget(plan: &Plan) -> usize {
+    1 + plan.reads(Listing::Endpoint)
+}
 
 const WHAT: &str = "the retry with the same key and body";
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
-    let first = ctx.baseline().first.clone();
-    let before = ctx.read(ctx.counter.as_ref()).await?;
-    let second = ctx.send(ctx.keyed(&ctx.baseline().key)).await?;
-    let after = ctx.read(ctx.counter.as_ref()).await?;
+    let first = ctx.baseline.first.clone();
+    let before = ctx.read(Listing::Endpoint).await?;
+    let second = ctx.send(ctx.keyed(&ctx.baseline.key)).await?;
+    let after = ctx.read(Listing::Endpoint).await?;
+    ctx.keep_refusal(ABOUT.name, &second);
     let mut judgement = Judgement::of([first.clone(), second.clone()]);
     let first = first
         .answer()
         .expect("the preflight keeps only an answered request");
-    if answer::is_replayed(first) {
-        judgement.fail(
+    if first.is_replayed() {
+        judgement.warn(
             "the first request with a fresh key was answered as a replay (Idempotent-Replayed: \
-             true): the server took it for an earlier request",
+             true): the server took it for an earlier request, where the draft says a first \
+             request SHOULD be processed normally",
         );
     }
-    let replayed = expect::replay_of(&mut judgement, first, &second, WHAT);
-    let effects = effects(before, after);
-    expect::new_effects(&mut judgement, effects, 0, WHAT);
+    let replayed = expect::retry_got_first(&mut judgement, first, &second, WHAT);
+    let effects = ctx.effects(Listing::Endpoint, before, after);
+    expect::new_effects(&mut judgement, effects.as_ref(), 0, WHAT);
     if let (true, Some(second)) = (replayed, second.answer()) {
-        ctx.marks_replays = answer::is_replayed(second);
-        let first_effects = ctx.baseline().first_effects;
+        ctx.marks_replays = second.is_replayed();
+        let first_effects = ctx.baseline.first_effects.clone();
         passed(&mut judgement, first, second, first_effects.zip(effects));
     }
     Ok(judgement)
@@ -44,7 +62,7 @@ fn passed(
     second: &Answer,
     counted: Option<(Effects, Effects)>,
 ) {
-    let marked = match answer::replay_header(&second.headers) {
+    let marked = match second.replay_header() {
         Some(true) => ", the second marked Idempotent-Replayed",
         Some(false) => "",
         None => {
@@ -57,8 +75,8 @@ fn passed(
     };
     let effect = match counted {
         Some((first, _)) => format!(
-            "; one effect (count {} → {}, then unchanged)",
-            first.before, first.after
+            "; one effect (count of {}: {} → {}, then unchanged)",
+            first.listing, first.before, first.after
         ),
         None => {
             judgement.note(

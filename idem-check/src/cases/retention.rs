@@ -1,40 +1,46 @@
 //! Case 6: after the declared retention, the same key is a new request. The check waits the
-//! TTL and a margin (a tenth of it, at most a minute, and a second: for a store that
-//! expires on a timer) only when asked to (`--wait-ttl`).
+//! TTL and a margin ([`retention_wait`]) only when asked to (`--wait-ttl`).
 
 use std::time::Duration;
 
 use crate::{
-    answer,
-    cases::{Case, Context, Judgement, expect, pair::Pair},
+    cases::{
+        About, Context, Judgement, expect,
+        pair::{self, Pair},
+    },
+    exchange::Answer,
+    plan::{Listing, Need, Plan, retention_wait},
+    session::fresh_key,
     show,
-    wire::{Abort, Answer},
+    verdict::Basis,
+    wire::Abort,
 };
 
-/// How long after the TTL the retry is sent.
-pub(crate) fn margin(ttl: Duration) -> Duration {
-    (ttl / 10).min(Duration::from_secs(60)) + Duration::from_secs(1)
+pub(super) const ABOUT: About = About {
+    name: "retention",
+    title: "a retry after the retention period",
+    basis: Basis::Declared,
+    rests_on: "the retention the server declares (--ttl), which the draft says it SHOULD \
+               publish: after it, the same key is a new request",
+    needs: &[Need::WaitedRetention],
+};
+
+/// A pair, counted.
+pub(super) fn budget(plan: &Plan) -> usize {
+    pair::REQUESTS + plan.reads(Listing::Endpoint)
 }
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
-    let Some(ttl) = ctx.settings.ttl else {
-        return Ok(Judgement::skipped(
-            "needs the retention the server declares: --ttl (and --wait-ttl to wait it out)",
-        ));
-    };
-    let wait = ttl + margin(ttl);
-    if !ctx.settings.wait_ttl {
-        return Ok(Judgement::skipped(format!(
-            "would wait {} (the TTL and a margin): add --wait-ttl",
-            show::duration(wait)
-        )));
-    }
-    let key = Context::fresh_key();
+    let ttl = ctx
+        .plan
+        .ttl
+        .expect("the case runs only with a declared TTL");
+    let wait = retention_wait(ttl);
+    let key = fresh_key();
     let requests = (ctx.keyed(&key), ctx.keyed(&key));
     let mut judgement = Judgement::default();
     let between = Some((wait, "the retention period"));
-    let Some(pair) = Pair::send(ctx, Case::Retention, &mut judgement, requests, between).await?
-    else {
+    let Some(pair) = Pair::send(ctx, ABOUT.name, &mut judgement, requests, between).await? else {
         return Ok(judgement);
     };
     let what = format!("the same key {} later", show::duration(wait));
@@ -61,14 +67,17 @@ fn judge(
 ) {
     let status = answer.status.as_u16();
     let same = expect::same_answer(&pair.first, answer);
-    let new_effect = pair.effects.map(|effects| effects.new_effects() > 0);
+    let new_effect = pair
+        .effects
+        .as_ref()
+        .map(|effects| effects.new_effects() > 0);
     let ttl = show::duration(ttl);
     if !answer.status.is_success() {
-        judgement.fail(format!(
+        judgement.defect(format!(
             "{what} (TTL {ttl}) was answered {status}, not run as a new request"
         ));
-    } else if answer::is_replayed(answer) || (same && new_effect == Some(false)) {
-        judgement.fail(format!(
+    } else if answer.is_replayed() || (same && new_effect == Some(false)) {
+        judgement.defect(format!(
             "{what} was still replayed: the declared retention of {ttl} is not what the server \
              does"
         ));
@@ -80,8 +89,8 @@ fn judge(
     } else {
         judgement.pass(format!(
             "{what}, it ran as a new request ({status}){}",
-            expect::counted(pair.effects)
+            expect::counted(pair.effects.as_ref())
         ));
-        expect::new_effects(judgement, pair.effects, 1, what);
+        expect::new_effects(judgement, pair.effects.as_ref(), 1, what);
     }
 }

@@ -3,21 +3,40 @@
 //! request runs as their own, and the first principal's listing does not change.
 
 use crate::{
-    answer,
-    cases::{Case, Context, Judgement, expect, pair::Pair},
-    wire::{Abort, Answer},
+    cases::{
+        About, Context, Judgement, expect,
+        pair::{self, Pair},
+    },
+    exchange::Answer,
+    plan::{Listing, Need, Plan},
+    session::fresh_key,
+    verdict::Basis,
+    wire::Abort,
 };
 
+pub(super) const ABOUT: About = About {
+    name: "scope",
+    title: "the same key from another principal",
+    basis: Basis::Declared,
+    rests_on: "the second principal --other-header declares, whose requests are their own: \
+               one principal's stored answer is never another's (the draft's security \
+               considerations: a lookup key combined with who the client is)",
+    needs: &[Need::SecondPrincipal],
+};
+
+/// A pair, counted in the first principal's listing.
+pub(super) fn budget(plan: &Plan) -> usize {
+    pair::REQUESTS + plan.reads(Listing::Endpoint)
+}
+
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
-    if ctx.settings.other_headers.is_empty() {
-        return Ok(Judgement::skipped(
-            "needs a second principal's credentials: --other-header 'Authorization: ...'",
-        ));
-    }
-    let key = Context::fresh_key();
-    let requests = (ctx.keyed(&key), ctx.as_second_principal(ctx.keyed(&key)));
+    let key = fresh_key();
+    let requests = (
+        ctx.keyed(&key),
+        ctx.session.as_second_principal(ctx.keyed(&key)),
+    );
     let mut judgement = Judgement::default();
-    let Some(pair) = Pair::send(ctx, Case::Scope, &mut judgement, requests, None).await? else {
+    let Some(pair) = Pair::send(ctx, ABOUT.name, &mut judgement, requests, None).await? else {
         return Ok(judgement);
     };
     if let Some(answer) = pair.second_answer(&mut judgement, "the second principal's request") {
@@ -25,7 +44,7 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
     }
     expect::new_effects(
         &mut judgement,
-        pair.effects,
+        pair.effects.as_ref(),
         0,
         "the second principal's request, in the first principal's listing",
     );
@@ -37,21 +56,24 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
 fn judge(judgement: &mut Judgement, pair: &Pair, answer: &Answer, marks_replays: bool) {
     let status = answer.status.as_u16();
     let same = expect::same_answer(&pair.first, answer);
-    if answer::is_replayed(answer) || (same && !marks_replays) {
-        judgement.fail(
+    if answer.is_replayed() || (same && !marks_replays) {
+        judgement.defect(
             "the second principal got the first principal's answer with the same key: keys are \
              not scoped to who sends them, so anyone who learns a key reads its result",
         );
-    } else if answer.status.is_success() {
-        if same {
+    } else if answer.succeeded() {
+        let how = if same {
             judgement.note(
                 "the second principal's answer has the same body as the first's, but is not \
                  marked a replay (this server marks its replays): a run of its own",
             );
-        }
+            "not marked a replay"
+        } else {
+            "with another answer"
+        };
         judgement.pass(format!(
-            "the second principal's request ran as their own ({status}), with another answer{}",
-            expect::counted(pair.effects)
+            "the second principal's request ran as their own ({status}), {how}{}",
+            first_principals(pair)
         ));
     } else if matches!(status, 401 | 403) {
         judgement.undecided(format!(
@@ -63,8 +85,16 @@ fn judge(judgement: &mut Judgement, pair: &Pair, answer: &Answer, marks_replays:
              principals, so one user's key blocks another's and tells them it is in use"
         ));
     } else {
-        judgement.fail(format!(
+        judgement.defect(format!(
             "the second principal's request was answered {status}"
         ));
     }
+}
+
+/// The count, which is the first principal's listing: ` (the first principal's count of
+/// /payments: 5 → 5)`.
+fn first_principals(pair: &Pair) -> String {
+    pair.effects.as_ref().map_or_else(String::new, |effects| {
+        format!(" (the first principal's {})", effects.shown())
+    })
 }

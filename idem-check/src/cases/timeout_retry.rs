@@ -8,31 +8,42 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::{
-    answer,
-    cases::{Case, Context, Judgement, context::effects, expect},
+    cases::{About, Context, Judgement, expect},
     count::Effects,
+    exchange::{Answer, Exchange, Outcome, Probe},
+    plan::{Listing, Need, Plan},
+    session::fresh_key,
     show,
-    wire::{Abort, Answer, Exchange, Outcome, Probe},
+    verdict::Basis,
+    wire::Abort,
+};
+
+pub(super) const ABOUT: About = About {
+    name: "timeout-retry",
+    title: "the client gives up, then retries",
+    basis: Basis::DraftMust,
+    rests_on: "no duplicate records (the draft's introduction, a MUST), and a conflict error \
+               only for a request retried before the original completed (its enforcement \
+               scenarios); a retry after it SHOULD get its result",
+    needs: &[Need::SlowRequest],
 };
 
 /// The most retries after the client gave up.
-pub(crate) const MAX_RETRIES: usize = 10;
+const MAX_RETRIES: usize = 10;
+
+/// The request given up on and its retries, counted.
+pub(super) fn budget(plan: &Plan) -> usize {
+    1 + MAX_RETRIES + plan.reads(Listing::Slow)
+}
 
 /// The shortest and longest wait between two retries; the wait is `Retry-After` within these.
 const MIN_WAIT: Duration = Duration::from_millis(100);
 const MAX_WAIT: Duration = Duration::from_secs(5);
 
 pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
-    let Some(slow) = ctx.baseline().slow else {
-        return Ok(Judgement::skipped(
-            "needs a request the server takes seconds to answer: --slow-url and/or --slow-body",
-        ));
-    };
-    let key = Context::fresh_key();
-    let probe = ctx
-        .slow_request(&key)
-        .expect("a slow baseline has a slow variant");
-    let before = ctx.read(ctx.slow_counter.as_ref()).await?;
+    let slow = ctx.slow();
+    let probe = ctx.slow_request(&fresh_key());
+    let before = ctx.read(Listing::Slow).await?;
     let first = ctx
         .send(Probe {
             give_up_after: Some(slow.give_up_after),
@@ -55,14 +66,14 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
     let patience = slow.took * 3 + Duration::from_secs(10);
     let retries = retry_through_conflicts(ctx, &probe, patience).await?;
     for retry in &retries {
-        ctx.keep_refusal(Case::TimeoutRetry, retry);
+        ctx.keep_refusal(ABOUT.name, retry);
         judgement.saw(retry.clone());
     }
-    let effects = effects(before, ctx.read(ctx.slow_counter.as_ref()).await?);
-    judge_last(&mut judgement, &retries, effects);
+    let effects = ctx.effects(Listing::Slow, before, ctx.read(Listing::Slow).await?);
+    judge_last(&mut judgement, &retries, effects.as_ref());
     expect::new_effects(
         &mut judgement,
-        effects,
+        effects.as_ref(),
         1,
         "a request given up on and its retries",
     );
@@ -80,7 +91,8 @@ async fn retry_through_conflicts(
     loop {
         let retry = ctx.send(probe.clone()).await?;
         let wait = match retry.answer() {
-            Some(answer) if answer.status == 409 => answer::retry_after(&answer.headers)
+            Some(answer) if answer.status == 409 => answer
+                .retry_after()
                 .unwrap_or(Duration::from_millis(500))
                 .clamp(MIN_WAIT, MAX_WAIT),
             _ => Duration::ZERO,
@@ -94,26 +106,52 @@ async fn retry_through_conflicts(
 }
 
 /// Judges the last retry's answer: the operation's, not a 409 or an error.
-fn judge_last(judgement: &mut Judgement, retries: &[Exchange], effects: Option<Effects>) {
+fn judge_last(judgement: &mut Judgement, retries: &[Exchange], effects: Option<&Effects>) {
     let last = retries.last().expect("at least one retry is sent");
     let Some(answer) = last.answer() else {
-        judgement.fail(format!("the retry got no answer: {}", show::outcome(last)));
+        judgement.defect(format!("the retry got no answer: {}", show::outcome(last)));
         return;
     };
     let status = answer.status.as_u16();
     if status == 409 {
-        judgement.fail(format!(
-            "still 409 after {} retries: the key stayed in flight after its client gave up (a \
-             handler cancelled with its connection, or a key left \"processing\")",
-            retries.len()
-        ));
-    } else if !answer.status.is_success() {
-        judgement.fail(format!(
+        still_conflict(judgement, retries, effects);
+    } else if !answer.succeeded() {
+        judgement.warn(format!(
             "after the client gave up, its retry was answered {status}, not the first \
-             request's result"
+             request's result; the draft says a retry after the first request finished SHOULD \
+             get its result"
         ));
     } else {
         passed(judgement, retries, answer, effects);
+    }
+}
+
+/// Still 409 at the end, long after the first request's time. A server that sends its
+/// replays as 409 answers a finished operation so: the count shows the first request's
+/// effect, and the 409s' body changed once it finished (from the refusal of a request in
+/// flight to its result). That is the draft's SHOULD, a warning. Otherwise the key stayed in
+/// flight after its client left.
+fn still_conflict(judgement: &mut Judgement, retries: &[Exchange], effects: Option<&Effects>) {
+    let bodies: Vec<&Answer> = retries.iter().filter_map(Exchange::answer).collect();
+    let changed = match (bodies.first(), bodies.last()) {
+        (Some(first), Some(last)) => !expect::same_body(first, last),
+        _ => false,
+    };
+    let finished = effects.is_some_and(|effects| effects.new_effects() > 0);
+    let n = retries.len();
+    if finished && changed {
+        judgement.warn(format!(
+            "still 409 after {n} retries, though the first request had finished (one effect, \
+             and the 409's body changed when it did): the server sends a finished operation's \
+             answer as 409, where the draft says a retry after it SHOULD get its result, and a \
+             client that retries a 409 never gets it"
+        ));
+    } else {
+        judgement.defect(format!(
+            "still 409 after {n} retries, long after the first request's time: the key stayed \
+             in flight after its client gave up (a handler cancelled with its connection, or a \
+             key left \"processing\"), and a 409 is for a request still being processed"
+        ));
     }
 }
 
@@ -122,13 +160,13 @@ fn passed(
     judgement: &mut Judgement,
     retries: &[Exchange],
     answer: &Answer,
-    effects: Option<Effects>,
+    effects: Option<&Effects>,
 ) {
     let conflicts = retries
         .iter()
         .filter(|retry| retry.status().is_some_and(|status| status == 409))
         .count();
-    let replayed = answer::is_replayed(answer);
+    let replayed = answer.is_replayed();
     let path = match conflicts {
         0 => String::new(),
         1 => ", through one 409".to_owned(),

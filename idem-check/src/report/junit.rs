@@ -1,6 +1,7 @@
 //! The report as JUnit XML, which CI systems (GitLab, Jenkins, GitHub's test reporters) read:
 //! a failure is a `<failure>`, a skipped case `<skipped>`, a warning a passing test case
-//! whose `<system-out>` says so.
+//! whose `<system-out>` says so. The suite's properties say how keys were written, and its
+//! `<system-out>` what the preflight found.
 
 use std::fmt::Write as _;
 
@@ -27,6 +28,18 @@ pub fn junit(report: &Report) -> String {
          errors=\"0\" skipped=\"{skipped}\" time=\"{seconds:.3}\">",
         escape(&report.target)
     );
+    let _ = writeln!(
+        out,
+        "    <properties><property name=\"key-style\" value=\"{}\"/></properties>",
+        report.key_style.as_str()
+    );
+    if !report.notes.is_empty() {
+        let _ = writeln!(
+            out,
+            "    <system-out>{}</system-out>",
+            escape(&report.notes.join("\n"))
+        );
+    }
     for case in &report.cases {
         testcase(&mut out, case);
     }

@@ -13,8 +13,8 @@ pub enum Format {
     /// A table, coloured on a terminal.
     #[default]
     Text,
-    /// One JSON object: `{"target", "requests", "elapsed_ms", "cases": [{"name", "verdict",
-    /// "detail", ...}]}`.
+    /// One JSON object: `{"target", "key_style", "notes", "requests", "elapsed_ms", "failed",
+    /// "cases": [{"name", "verdict", "basis", "detail", ...}]}`.
     Json,
     /// JUnit XML: one test case per case.
     Junit,

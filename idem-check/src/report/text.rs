@@ -4,11 +4,17 @@ use std::fmt::Write as _;
 
 use crate::{CaseReport, Report, Verdict, duration};
 
-/// The report for a reader: one line per case, then what was sent and what came back for
-/// each case that failed or warned. ANSI colours when `color`.
+/// The report for a reader: what the preflight found, one line per case, then what was sent
+/// and what came back for each case that failed or warned. ANSI colours when `color`.
 #[must_use]
 pub fn text(report: &Report, color: bool) -> String {
     let mut out = String::new();
+    for note in &report.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    if !report.notes.is_empty() {
+        out.push('\n');
+    }
     let _ = writeln!(out, " #  {:<16} {:<8} why", "case", "verdict");
     for (index, case) in report.cases.iter().enumerate() {
         let verdict = paint(
@@ -48,7 +54,11 @@ fn details(out: &mut String, number: usize, case: &CaseReport, color: bool) {
         return;
     }
     let verdict = paint(case.verdict, case.verdict.as_str(), color);
-    let _ = writeln!(out, "\n{verdict} {number} {} ({})", case.name, case.title);
+    let _ = writeln!(
+        out,
+        "\n{verdict} {number} {} ({}; {})",
+        case.name, case.title, case.basis
+    );
     for line in case.detail().lines() {
         let _ = writeln!(out, "  {line}");
     }

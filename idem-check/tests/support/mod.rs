@@ -32,7 +32,7 @@ pub fn settings(addr: SocketAddr) -> Settings {
         .add_other_header("Authorization: Bearer bob")
         .unwrap();
     settings.count_url = Some(url("/payments"));
-    settings.key_style = KeyStyle::Both;
+    settings.key_style = Some(KeyStyle::Both);
     settings.slow = Some(Variant {
         url: Some(url(&format!("/payments?delay_ms={SLOW_MS}"))),
         body: None,

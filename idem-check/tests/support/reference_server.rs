@@ -45,6 +45,17 @@ pub struct Flaws {
     pub cancelled_with_client: bool,
     /// Answers refusals as `text/plain`.
     pub no_problem_details: bool,
+    /// Locks only the lookup: the record is written when the run completes, so requests that
+    /// arrive while one runs find no record and run too (a check-then-act race that only a
+    /// lasting request shows).
+    pub lookup_only_lock: bool,
+    /// Deduplicates identical requests without a key (same caller, same body): the second is
+    /// answered as a replay of the first. Only with `key_optional`.
+    pub dedups_keyless: bool,
+    /// Answers a finished key's retry with its stored body, but as 409 (a replay sent as 409).
+    pub replays_as_409: bool,
+    /// Refuses the draft's sf-string keys (`"k"`) with 400: takes bare keys only.
+    pub bare_keys_only: bool,
     /// Keeps completed keys forever, whatever the declared TTL.
     pub never_expires: bool,
     /// Allowed: compares bodies as bytes, so reordered members are another request.
@@ -55,6 +66,12 @@ pub struct Flaws {
     pub waits_in_flight: bool,
     /// Allowed: a failed run's 500 is stored and replayed (Stripe).
     pub stores_failures: bool,
+    /// Allowed: runs requests without a key, without idempotency.
+    pub key_optional: bool,
+    /// Allowed: takes the draft's sf-string keys only, and refuses bare ones with 400.
+    pub strict_keys: bool,
+    /// Allowed: the header's bytes are the key, so `"k"` and `k` are two keys.
+    pub opaque_keys: bool,
 }
 
 /// The reference server's settings.
@@ -98,6 +115,8 @@ struct Data {
     records: HashMap<(String, String), Record>,
     payments: HashMap<String, Vec<Value>>,
     runs: HashMap<(String, String), u32>,
+    /// Answers to requests without a key, by caller and body (`dedups_keyless`).
+    keyless: HashMap<(String, String), (StatusCode, Bytes)>,
 }
 
 #[derive(Clone, Debug)]
@@ -154,8 +173,12 @@ async fn create(
 ) -> Response {
     let flaws = server.config.flaws;
     let who = principal(&headers);
-    let key = match headers.get("idempotency-key").map(parse_key) {
+    let key = match headers
+        .get("idempotency-key")
+        .map(|value| parse_key(value, flaws))
+    {
         None if flaws.ignores_key => String::new(),
+        None if flaws.key_optional => return server.keyless(who, body, faults).await,
         None => return server.problem(400, "key-missing", "Idempotency-Key is missing"),
         Some(Err(why)) if flaws.error_on_bad_key && !flaws.ignores_key => {
             return (
@@ -188,6 +211,7 @@ async fn create(
             Claim::Claimed => {
                 return server.run(who, key, body, faults, Some(record_key)).await;
             }
+            Claim::Unlocked => return server.run(who, key, body, faults, Some(record_key)).await,
             Claim::Answer(response) => return response,
             Claim::Running if flaws.waits_in_flight => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -199,6 +223,8 @@ async fn create(
 
 enum Claim {
     Claimed,
+    /// No record, and none written: the run's completion writes it (`lookup_only_lock`).
+    Unlocked,
     Running,
     Answer(Response),
 }
@@ -232,7 +258,12 @@ impl Server {
                         "Idempotency-Key is already used",
                     ));
                 }
-                let mut response = (*status, answer.clone()).into_response();
+                let status = if flaws.replays_as_409 {
+                    StatusCode::CONFLICT
+                } else {
+                    *status
+                };
+                let mut response = (status, answer.clone()).into_response();
                 let headers = response.headers_mut();
                 headers.insert(
                     header::CONTENT_TYPE,
@@ -250,6 +281,9 @@ impl Server {
             }
             Some(Record::Running { .. }) => return Claim::Running,
             None => {}
+        }
+        if flaws.lookup_only_lock {
+            return Claim::Unlocked;
         }
         data.records.insert(
             record_key.clone(),
@@ -320,6 +354,35 @@ impl Server {
         (status, [(header::CONTENT_TYPE, "application/json")], answer).into_response()
     }
 
+    /// A request without a key, where keys are optional: run as it is, or, with
+    /// `dedups_keyless`, answered as a replay of an identical earlier one.
+    async fn keyless(&self, who: String, body: Bytes, faults: Faults) -> Response {
+        if !self.config.flaws.dedups_keyless {
+            return self.run(who, String::new(), body, faults, None).await;
+        }
+        let fingerprint = (who.clone(), String::from_utf8_lossy(&body).into_owned());
+        let seen = self.data.lock().unwrap().keyless.get(&fingerprint).cloned();
+        if let Some((status, answer)) = seen {
+            let mut response = (status, answer).into_response();
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+            return response;
+        }
+        let response = self.run(who, String::new(), body, faults, None).await;
+        let (parts, answer) = response.into_parts();
+        let answer = axum::body::to_bytes(answer, usize::MAX).await.unwrap();
+        self.data
+            .lock()
+            .unwrap()
+            .keyless
+            .insert(fingerprint, (parts.status, answer.clone()));
+        Response::from_parts(parts, axum::body::Body::from(answer))
+    }
+
     fn conflict(&self) -> Response {
         let mut response = self.problem(
             409,
@@ -359,22 +422,27 @@ impl Server {
     }
 }
 
-/// A key in either spelling: `"abc"` (an sf-string without escapes) or `abc`.
-fn parse_key(value: &HeaderValue) -> Result<String, &'static str> {
+/// A key in either spelling: `"abc"` (an sf-string without escapes) or `abc`; only one of
+/// them under `bare_keys_only` or `strict_keys`; the value as it is under `opaque_keys`.
+fn parse_key(value: &HeaderValue, flaws: Flaws) -> Result<String, &'static str> {
     let text = value
         .to_str()
         .map_err(|_| "the key is not visible ASCII")?
         .trim();
     let key = match text.strip_prefix('"') {
+        Some(_) if flaws.bare_keys_only => return Err("Invalid Idempotency-Key"),
+        Some(_) if flaws.opaque_keys => text,
         Some(rest) => rest
             .strip_suffix('"')
             .ok_or("the key's quoted string is not closed")?,
+        None if flaws.strict_keys => return Err("the key is not an sf-string"),
         None => text,
     };
     if key.is_empty() || key.len() > 255 {
         return Err("a key is 1 to 255 characters");
     }
-    if key.contains(['"', '\\', ',', ' ']) {
+    let quotes_inside = !flaws.opaque_keys && key.contains('"');
+    if quotes_inside || key.contains(['\\', ',', ' ']) {
         return Err("the key has a character it may not have");
     }
     Ok(key.to_owned())

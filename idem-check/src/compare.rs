@@ -1,51 +1,9 @@
-//! What an answer says: its media type, whether it is marked a replay, when it asks to be
-//! retried, and whether two answers are the same.
+//! Whether two answers are the same: the same bytes, the same JSON written otherwise, or
+//! different, and then where.
 
-use std::time::{Duration, SystemTime};
-
-use http::{HeaderMap, header};
 use serde_json::Value;
 
-use crate::wire::Answer;
-
-/// The header an idem server (and Stripe) puts on a stored answer sent again.
-pub(crate) const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
-
-/// The media type, lower-case, without parameters.
-pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    let media = value.split(';').next()?.trim().to_ascii_lowercase();
-    (!media.is_empty()).then_some(media)
-}
-
-/// A header's value as text (lossy), empty when absent.
-pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> String {
-    headers
-        .get(name)
-        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
-        .unwrap_or_default()
-}
-
-/// `Idempotent-Replayed`: `None` when absent, `Some(true)` for `true` in any case, and
-/// `Some(false)` for any other value.
-pub(crate) fn replay_header(headers: &HeaderMap) -> Option<bool> {
-    let value = headers.get(IDEMPOTENT_REPLAYED)?;
-    Some(
-        value
-            .to_str()
-            .is_ok_and(|text| text.trim().eq_ignore_ascii_case("true")),
-    )
-}
-
-/// Whether the answer says it is a replay.
-pub(crate) fn is_replayed(answer: &Answer) -> bool {
-    replay_header(&answer.headers) == Some(true)
-}
-
-/// How long `Retry-After` asks to wait (delta-seconds or an HTTP-date), if it is readable.
-pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    idem_client::retry_after(headers, SystemTime::now())
-}
+use crate::show;
 
 /// How two answers' bodies compare.
 #[derive(Debug, PartialEq, Eq)]
@@ -100,16 +58,14 @@ fn first_difference(a: &Value, b: &Value, path: String) -> Option<String> {
         _ => Some(format!(
             "{}: {} vs {}",
             if path.is_empty() { "/" } else { &path },
-            crate::show::body_text(a.to_string().as_bytes()),
-            crate::show::body_text(b.to_string().as_bytes())
+            show::body_text(a.to_string().as_bytes()),
+            show::body_text(b.to_string().as_bytes())
         )),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use http::HeaderValue;
-
     use super::*;
 
     #[test]
@@ -132,27 +88,5 @@ mod tests {
             Sameness::Differs("/b: only in the second".to_owned())
         );
         assert!(matches!(compare(b"x", b"y"), Sameness::Differs(_)));
-    }
-
-    #[test]
-    fn headers_are_read_leniently() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(replay_header(&headers), None);
-        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("TRUE"));
-        assert_eq!(replay_header(&headers), Some(true));
-        headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("yes"));
-        assert_eq!(replay_header(&headers), Some(false));
-        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
-        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("soon"));
-        assert_eq!(retry_after(&headers), None);
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("Application/Problem+JSON; charset=utf-8"),
-        );
-        assert_eq!(
-            media_type(&headers).as_deref(),
-            Some("application/problem+json")
-        );
     }
 }
