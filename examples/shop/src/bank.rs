@@ -112,8 +112,20 @@ impl Bank {
     pub fn at(mut self, url: &str) -> Self {
         self.line = Arc::new(Line {
             http: reqwest::Client::new(),
-            policy: RetryPolicy::new(),
+            policy: self.line.policy.clone(),
             url: Some(url.trim_end_matches('/').to_owned()),
+            own: OnceCell::new(),
+        });
+        self
+    }
+
+    /// The same bank, whose transfers the shop's client retries for at most `deadline`
+    /// (60 s by default) before the transfer's step fails, retryably.
+    pub fn retrying_for(mut self, deadline: Duration) -> Self {
+        self.line = Arc::new(Line {
+            http: self.line.http.clone(),
+            policy: self.line.policy.clone().deadline(deadline),
+            url: self.line.url.clone(),
             own: OnceCell::new(),
         });
         self

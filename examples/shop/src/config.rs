@@ -9,6 +9,7 @@
 //! | transfer delay (at the bank) | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
 //! | payment delay (the card network) | | `SHOP_PAYMENT_DELAY_MS` | `0` |
 //! | the bank's URL | | `SHOP_BANK_URL` | a bank the shop starts on a loopback port |
+//! | how long one call to the bank is retried | | `SHOP_BANK_DEADLINE_MS` | `60000` |
 //! | refund delay | | `SHOP_REFUND_DELAY_MS` | `1000` |
 //! | webhook secret | | `SHOP_WEBHOOK_SECRET` | `whsec_demo` |
 //! | bank down (refunds fail) | | `SHOP_BANK_DOWN` | `0` |
@@ -53,6 +54,8 @@ environment:
   SHOP_PAYMENT_DELAY_MS   how long the card network takes per payment (default 0)
   SHOP_BANK_URL           the bank's service, as http://127.0.0.1:4000 (default: the shop
                           starts one in its own process, on a loopback port)
+  SHOP_BANK_DEADLINE_MS   how long the shop retries one call to the bank before the
+                          transfer stops, to be resumed (default 60000)
   SHOP_REFUND_DELAY_MS    how long the bank takes per refund (default 1000)
   SHOP_WEBHOOK_SECRET     the key of the bank's webhook signatures (default whsec_demo)
   SHOP_BANK_DOWN          1: the bank fails every refund (default 0)
@@ -229,6 +232,10 @@ impl Config {
                     )));
                 }
             },
+            bank_deadline: millis(
+                "SHOP_BANK_DEADLINE_MS",
+                idem_client::RetryPolicy::DEFAULT_DEADLINE,
+            )?,
             refund_delay: millis("SHOP_REFUND_DELAY_MS", Settings::DEFAULT_REFUND_DELAY)?,
             webhook_secret: var("SHOP_WEBHOOK_SECRET")
                 .unwrap_or_else(|| Settings::DEFAULT_WEBHOOK_SECRET.to_owned()),

@@ -72,6 +72,8 @@ pub struct Settings {
     pub payment_delay: Duration,
     /// Where the bank's service is; `None`: the shop starts one in its own process.
     pub bank_url: Option<String>,
+    /// How long the shop's client retries one call to the bank before it gives up.
+    pub bank_deadline: Duration,
     /// How long the bank takes to confirm a refund.
     pub refund_delay: Duration,
     /// The key the bank signs its webhooks with.
@@ -99,6 +101,7 @@ impl Default for Settings {
             transfer_delay: Self::DEFAULT_TRANSFER_DELAY,
             payment_delay: Self::DEFAULT_PAYMENT_DELAY,
             bank_url: None,
+            bank_deadline: idem_client::RetryPolicy::DEFAULT_DEADLINE,
             refund_delay: Self::DEFAULT_REFUND_DELAY,
             webhook_secret: Self::DEFAULT_WEBHOOK_SECRET.to_owned(),
             body_limit: Self::DEFAULT_BODY_LIMIT,
@@ -134,7 +137,8 @@ impl Shop {
             settings.transfer_delay,
             settings.refund_delay,
             &settings.webhook_secret,
-        );
+        )
+        .retrying_for(settings.bank_deadline);
         let bank = match &settings.bank_url {
             Some(url) => bank.at(url),
             None => bank,

@@ -84,6 +84,7 @@ pub use self::{
 use crate::{
     context::IdempotencyContext,
     problem::ProblemKind,
+    scope::StoreKey,
     store::{
         StepSupport, StoreError,
         steps::{MAX_STEP_NAME_LEN, RecordedStep},
@@ -328,14 +329,30 @@ impl Steps {
     }
 }
 
-/// The key a foreign step sends: derived from the record's key and the step's name, or random
-/// when there is no record.
+/// The key the step `name` of the operation recorded at `operation` sends another API
+/// ([`Steps::call`]): `idem-step:<the store key in hex>:<name>`, by
+/// [`IdempotencyKey::derive`]. For an operator who looks an operation up at the other API.
+///
+/// ```
+/// use idem_core::{IdempotencyKey, Principal, Scope, StoreKey, steps::step_key};
+///
+/// let client_key = IdempotencyKey::new("8e03978e-40d5-43e8-bc93-6894a57f9324")?;
+/// let operation = StoreKey::new(&Scope::User, Some(&Principal::new("alice")),
+///     &http::Method::POST, "/transfers", &client_key);
+/// let sent = step_key(&operation, "bank-order");
+/// assert!(sent.as_str().starts_with("idem-step:"));
+/// assert!(sent.as_str().ends_with(":bank-order"));
+/// # Ok::<(), idem_core::key::KeyError>(())
+/// ```
+pub fn step_key(operation: &StoreKey, name: &str) -> IdempotencyKey {
+    IdempotencyKey::derive(STEP_KEY_NAMESPACE, [operation.to_hex().as_str(), name])
+        .expect("the namespace is a valid constant")
+}
+
+/// The key a foreign step sends: [`step_key`], or random when there is no record.
 fn foreign_key(held: Option<Held>, name: &str) -> IdempotencyKey {
     match held {
-        Some(held) => {
-            IdempotencyKey::derive(STEP_KEY_NAMESPACE, [held.key.to_hex().as_str(), name])
-                .expect("the namespace is a valid constant")
-        }
+        Some(held) => step_key(&held.key, name),
         None => IdempotencyKey::random(),
     }
 }
