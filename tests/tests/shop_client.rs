@@ -92,3 +92,58 @@ async fn a_transfer_run_again_after_the_shop_lost_its_record_moves_money_once() 
         moved[0].key
     );
 }
+
+/// A transfer the bank refuses (the account 9999999 is closed) ends its operation: 502
+/// `bank-refused`, stored, replayed to every retry, and the shop's resumer leaves it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_the_bank_refuses_is_answered_once_and_replayed() {
+    let bank = BankServer::start(Duration::from_millis(20)).await.unwrap();
+    let backend = Backend::memory().with_runtime(None, Some(Duration::from_millis(20)));
+    let test = TestShop::on(
+        backend,
+        Settings {
+            bank_url: Some(bank.url().to_owned()),
+            ..settings()
+        },
+    )
+    .await;
+    let router = shop::app(test.shop.clone(), test.idem.clone());
+    test.idem
+        .resumer(router)
+        .poll(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    let (alice, key) = (user(), IdempotencyKey::random());
+    let closed = serde_json::json!({ "amount": 700, "currency": "JPY", "toAccount": "9999999" });
+    let send = || {
+        reqwest::Client::new()
+            .post(test.api.url("/transfers"))
+            .bearer_auth(&alice)
+            .header("idempotency-key", key.as_str())
+            .json(&closed)
+            .send()
+    };
+    let first = send().await.unwrap();
+    assert_eq!(first.status(), 502);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first: Value = first.json().await.unwrap();
+    assert!(
+        first["type"].as_str().unwrap().ends_with("#bank-refused"),
+        "{first}"
+    );
+    // Time for a resumer that would wrongly pick the operation up again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..2 {
+        let again = send().await.unwrap();
+        assert_eq!(again.status(), 502);
+        assert_eq!(again.headers()["idempotent-replayed"], "true");
+        assert_eq!(again.json::<Value>().await.unwrap(), first);
+    }
+    assert!(bank.books().transfers().is_empty(), "nothing moved");
+    assert!(test.api.transfers(&alice).await.is_empty(), "no ledger row");
+    assert_eq!(
+        test.idem.scheduled_resumptions(),
+        0,
+        "nothing left to resume"
+    );
+}

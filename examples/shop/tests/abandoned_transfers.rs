@@ -413,7 +413,8 @@ async fn transfers_abandoned_across_crashes_are_finished_once() {
         "the bank made {} of {} transfers before any retry; the shop resumed {} operations",
         made.len(),
         operations.len(),
-        log.matches("resumed an operation its client abandoned").count()
+        log.matches("resumed an operation its client abandoned")
+            .count()
     );
     assert!(
         !made.is_empty(),
