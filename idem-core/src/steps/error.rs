@@ -1,6 +1,9 @@
 //! [`StepError`]: why a step did not give its output, and what the client is answered.
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{Mutex, PoisonError},
+};
 
 use axum::response::{IntoResponse, Response};
 
@@ -29,7 +32,10 @@ use axum::response::{IntoResponse, Response};
 /// ```
 pub struct StepError {
     kind: StepErrorKind,
-    response: Response,
+    /// Behind a mutex only so that the error is `Sync`, as `?` into a boxed error (a message
+    /// handler's `MessageError`) asks; nothing shares it.
+    response: Mutex<Response>,
+    status: http::StatusCode,
 }
 
 /// What kind of [`StepError`] it is.
@@ -67,7 +73,11 @@ impl StepError {
     }
 
     pub(crate) fn new(kind: StepErrorKind, response: Response) -> Self {
-        Self { kind, response }
+        Self {
+            kind,
+            status: response.status(),
+            response: Mutex::new(response),
+        }
     }
 
     /// What kind of failure it is.
@@ -77,13 +87,15 @@ impl StepError {
 
     /// The status of the answer it carries.
     pub fn status(&self) -> http::StatusCode {
-        self.response.status()
+        self.status
     }
 }
 
 impl IntoResponse for StepError {
     fn into_response(self) -> Response {
         self.response
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -91,7 +103,7 @@ impl fmt::Debug for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StepError")
             .field("kind", &self.kind)
-            .field("status", &self.response.status())
+            .field("status", &self.status)
             .finish()
     }
 }
@@ -106,7 +118,7 @@ impl fmt::Display for StepError {
             StepErrorKind::Store => "the store did not record a step",
             StepErrorKind::Misconfigured => "the route cannot keep steps",
         };
-        write!(f, "{what} ({})", self.response.status())
+        write!(f, "{what} ({})", self.status)
     }
 }
 

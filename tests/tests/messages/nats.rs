@@ -2,11 +2,19 @@
 //! redelivers, counted by the handler's effect (not the log). Against the shared JetStream
 //! (`IDEM_TEST_NATS_URL`), each test in a stream of its own.
 
-use std::time::Duration;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
+use axum::{Json, extract::State, http::StatusCode};
 use idem_core::{
-    Idempotency, MemoryStore,
-    message::{Runner, RunnerError, nats::JetStream},
+    Idempotency, MemoryStore, idempotent,
+    message::{MessageError, Runner, RunnerError, nats::JetStream},
+    steps::{StepError, Steps},
 };
 use idem_tests::{
     gate::Gate,
@@ -221,5 +229,77 @@ async fn settings_that_cannot_work_are_refused_at_start_up() {
         Err(RunnerError::Refused(why)) => assert!(why.contains("TTL"), "{why}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
+    stream.delete().await;
+}
+
+/// What the two steps of [`two_steps`] did.
+#[derive(Clone, Default)]
+struct TwoSteps {
+    first: Arc<AtomicUsize>,
+    second: Arc<AtomicUsize>,
+    second_failures: Arc<AtomicUsize>,
+}
+
+/// A message handler of two steps, whose second fails while `second_failures` lasts.
+#[idempotent(key = json("/id"), lease = "1s", ttl = "1h")]
+async fn two_steps(
+    State(done): State<TwoSteps>,
+    mut steps: Steps,
+    Json(_event): Json<serde_json::Value>,
+) -> Result<(), MessageError> {
+    let first = done.first.clone();
+    steps
+        .local("first", || async move {
+            first.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await?;
+    let done = done.clone();
+    steps
+        .local("second", || async move {
+            let failing = done
+                .second_failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if failing {
+                return Err(StepError::retryable(StatusCode::SERVICE_UNAVAILABLE));
+            }
+            done.second.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// A message handler of several steps: the broker's redelivery resumes the message where it
+/// stopped, and the step that ended does not run again.
+#[tokio::test]
+#[cfg_attr(not(idem_test_nats), ignore = "set IDEM_TEST_NATS_URL")]
+async fn a_redelivered_message_resumes_after_the_steps_that_ended() {
+    let Some(stream) = stream("two_steps", ConsumerSettings::default()).await else {
+        return;
+    };
+    let done = TwoSteps::default();
+    done.second_failures.store(2, Ordering::SeqCst);
+    let running = Running::start(
+        runner(two_steps.with_state(done.clone())),
+        JetStream::new(stream.context.clone(), stream.consumer().await),
+    );
+    stream.publish("m-1", &event("a", "ok")).await;
+    stats_reach(&running.stats, WITHIN, |stats| stats.completed() == 1).await;
+    stream.drained(WITHIN).await;
+    assert_eq!(
+        done.second.load(Ordering::SeqCst),
+        1,
+        "{}",
+        describe(&running.stats)
+    );
+    assert_eq!(
+        done.first.load(Ordering::SeqCst),
+        1,
+        "the first step ran once over three deliveries: {}",
+        describe(&running.stats)
+    );
+    running.stop().await.unwrap();
     stream.delete().await;
 }
