@@ -170,6 +170,11 @@ pub(crate) enum Released {
     /// The store refused to release it (a record it cannot read): it stays blocked until
     /// its lease lapses.
     Blocked,
+    /// The operation began a step: it was suspended, with its steps, for a retry to resume.
+    Suspended,
+    /// The operation began a step, and the store did not answer its suspension: its lease
+    /// lapses on its own, and a retry after that resumes it.
+    SuspendedLater,
 }
 
 impl Released {
@@ -190,12 +195,21 @@ impl Released {
                 "the idempotency store refused to release the Idempotency-Key, so it stays \
                  blocked until its lease lapses"
             }
+            Self::Suspended => {
+                "the operation keeps the steps that ended, so retrying the Idempotency-Key \
+                 resumes it after them"
+            }
+            Self::SuspendedLater => {
+                "the operation keeps the steps that ended; the idempotency store did not \
+                 answer, so the Idempotency-Key is held until its lease lapses, and a retry \
+                 after that resumes it"
+            }
         }
     }
 
     /// Whether a retry must wait: the key is still held.
     fn retry_later(self) -> bool {
-        matches!(self, Self::Later | Self::Blocked)
+        matches!(self, Self::Later | Self::Blocked | Self::SuspendedLater)
     }
 }
 

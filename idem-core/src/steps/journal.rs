@@ -35,7 +35,8 @@ pub(crate) enum Stop {
 /// The detail of the 500 `steps-changed` answer of a run that stopped for `why`.
 pub(crate) fn changed_detail(why: &str) -> String {
     format!(
-        "this operation was interrupted and run again, and this run does not match the steps          recorded for it: {why}"
+        "this operation was interrupted and run again, and this run does not match the steps \
+         recorded for it: {why}"
     )
 }
 

@@ -301,37 +301,37 @@ impl Execution {
             let mut journal = self.context.journal();
             (journal.ending(), journal.suspensions())
         };
-        let resume_in = match stop {
-            Some(Stop::Changed(_) | Stop::Fenced) => None,
-            _ => self
-                .policy
-                .resume_after
-                .map(|after| resumer::backoff(after, suspensions)),
-        };
+        let changed = matches!(stop, Some(Stop::Changed(_) | Stop::Fenced));
+        let resume_in = (!changed)
+            .then_some(self.policy.resume_after)
+            .flatten()
+            .map(|after| resumer::backoff(after, suspensions));
         let answer = self
             .idem
             .suspend(&self.key, self.lease.token, resume_in)
             .await;
-        if let (
-            Some(resume_in),
-            Some(kept),
-            Ok(()) | Err(StoreError::Timeout(_) | StoreError::Backend(_)),
-        ) = (resume_in, &self.kept, &answer)
-        {
+        // A suspension that did not land lets the lease lapse on its own: the operation is
+        // resumable all the same, and is scheduled as if it had.
+        let suspended = match &answer {
+            Ok(()) => true,
+            Err(error) => error.outcome_unknown(),
+        };
+        if let (true, Some(resume_in), Some(kept)) = (suspended, resume_in, &self.kept) {
             self.idem
                 .schedule(self.key, kept.clone(), resume_in, suspensions + 1);
         }
         match answer {
             Ok(()) => {
-                let when = match resume_in {
+                let then = match resume_in {
                     Some(after) => format!("the service resumes it in {after:?}"),
+                    None if changed => "it is not resumed on its own".to_owned(),
                     None => "a retry with its key resumes it".to_owned(),
                 };
                 self.record(
                     Outcome::Suspended,
-                    &format_args!("{why}; it keeps its steps, and {when}"),
+                    &format_args!("{why}; it keeps its steps, and {then}"),
                 );
-                Released::Now
+                Released::Suspended
             }
             Err(StoreError::LeaseLost) => {
                 self.record(
@@ -343,10 +343,11 @@ impl Execution {
             Err(error) => {
                 self.record_error(
                     Outcome::StoreError,
-                    "the operation could not be suspended; its lease lapses on its own, and it                      resumes after that",
+                    "the operation could not be suspended; its lease lapses on its own, and it \
+                     resumes after that",
                     &error,
                 );
-                Released::Later
+                Released::SuspendedLater
             }
         }
     }
