@@ -455,7 +455,15 @@ fn resume_after(value: &Expr, about: About) -> syn::Result<Option<Millis>> {
     let literal = string(value, about)?;
     match literal.value().as_str() {
         "off" => Ok(None),
-        text => millis(literal, text).map(Some),
+        text => duration::parse_millis(text)
+            .map(|millis| Some(Millis(millis)))
+            .map_err(|_| {
+                invalid_value(
+                    about,
+                    literal,
+                    r#"`"off"` or a duration, as in `"30s"` or `"5m"`"#,
+                )
+            }),
     }
 }
 

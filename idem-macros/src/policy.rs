@@ -145,7 +145,8 @@ impl Expression for HeaderNames {
     /// lowercase tokens, which `from_static` takes, and a `HeaderName` has a destructor, so a
     /// constant can only refer to the array as a static.
     fn expression(&self, span: Span) -> TokenStream {
-        let (names, count) = (self.0.iter(), self.0.len());
+        let names = self.0.iter();
+        let count = proc_macro2::Literal::usize_unsuffixed(self.0.len());
         quote_spanned!(span=> {
             static __IDEM_KEEP_HEADERS: [::idem_core::__private::HeaderName; #count] =
                 [#(::idem_core::__private::HeaderName::from_static(#names)),*];

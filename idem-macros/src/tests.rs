@@ -130,7 +130,9 @@ fn every_argument() {
                 store_server_errors = true,
                 fingerprint = "raw",
                 on_store_error = "run",
-                key_syntax = "strict"
+                key_syntax = "strict",
+                resume_after = "30s",
+                keep_headers = ["x-request-source"]
             )]
             #[allow(clippy::too_many_arguments)]
             #[tracing::instrument(skip(db))]

@@ -12,7 +12,9 @@
 //     store_server_errors = true,
 //     fingerprint = "raw",
 //     on_store_error = "run",
-//     key_syntax = "strict"
+//     key_syntax = "strict",
+//     resume_after = "30s",
+//     keep_headers = ["x-request-source"]
 // )]
 // #[allow(clippy::too_many_arguments)]
 // #[tracing::instrument(skip(db))]
@@ -60,7 +62,14 @@ pub(crate) const create_transfer: ::idem_core::__private::Idempotent<
             .store_server_errors(true)
             .fingerprint(::idem_core::__private::FingerprintMode::Raw)
             .on_store_error(::idem_core::__private::OnStoreError::RunWithoutRecord)
-            .key_syntax(::idem_core::__private::KeySyntax::Strict),
+            .key_syntax(::idem_core::__private::KeySyntax::Strict)
+            .resume_after(::idem_core::__private::Duration::from_secs(30))
+            .keep_headers({
+                static __IDEM_KEEP_HEADERS: [::idem_core::__private::HeaderName; 1] = [
+                    ::idem_core::__private::HeaderName::from_static("x-request-source"),
+                ];
+                &__IDEM_KEEP_HEADERS
+            }),
         |__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3| ::idem_core::__private::boxed_response(
             create_transfer(__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3),
         ),
