@@ -379,7 +379,8 @@ async fn transfers_abandoned_across_crashes_are_finished_once() {
         let (operations, url) = (Arc::clone(&operations), shop.url.clone());
         tokio::spawn(async move {
             let mut sent = Vec::new();
-            for operation in operations.iter().cloned() {
+            for operation in operations.iter() {
+                let operation = operation.clone();
                 let url = url.clone();
                 sent.push(tokio::spawn(async move {
                     operation.send_and_give_up(&url).await

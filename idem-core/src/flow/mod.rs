@@ -135,14 +135,21 @@ async fn handle<E: Endpoint>(
         Ok(head) => head,
         Err(rejection) => return rejection,
     };
-    let scoped = match admit::store_key(idem, policy, &parts, &key, &route) {
-        Ok(scoped) => scoped,
+    let (store_key, principal) = match admit::store_key(idem, policy, &parts, &key, &route) {
+        Ok(scoped) => (scoped.key, scoped.principal),
         Err(refusal) => return refusal,
     };
-    let kept = policy
-        .resume_after
-        .map(|_| admit::kept_request(policy, &parts, &body, &key, scoped.principal.as_ref()));
-    let store_key = scoped.key;
+    // Boxed, and only on a route that resumes: the request's future holds it.
+    let kept = policy.resume_after.map(|_| {
+        Box::new(admit::kept_request(
+            policy,
+            &parts,
+            &body,
+            &key,
+            principal.as_ref(),
+        ))
+    });
+    drop(principal);
     let mut prepared = match endpoint.prepare(head, parts, body).await {
         Ok(prepared) => prepared,
         Err(rejection) => return rejection,
@@ -153,7 +160,7 @@ async fn handle<E: Endpoint>(
         &store_key,
         &fingerprint,
         &route,
-        kept.as_ref(),
+        kept.as_deref(),
     );
     let lease = match claimed.await {
         Decision::Respond(response) => return response,

@@ -30,12 +30,16 @@ use axum::response::{IntoResponse, Response};
 /// let down = StepError::retryable(StatusCode::SERVICE_UNAVAILABLE);
 /// assert_eq!(down.kind(), StepErrorKind::Retryable);
 /// ```
-pub struct StepError {
+pub struct StepError(Box<Failure>);
+
+/// Boxed: a step's result is returned through every layer of a handler, and an error the
+/// size of a response would make each of them as large.
+struct Failure {
     kind: StepErrorKind,
+    status: http::StatusCode,
     /// Behind a mutex only so that the error is `Sync`, as `?` into a boxed error (a message
     /// handler's `MessageError`) asks; nothing shares it.
     response: Mutex<Response>,
-    status: http::StatusCode,
 }
 
 /// What kind of [`StepError`] it is.
@@ -73,27 +77,28 @@ impl StepError {
     }
 
     pub(crate) fn new(kind: StepErrorKind, response: Response) -> Self {
-        Self {
+        Self(Box::new(Failure {
             kind,
             status: response.status(),
             response: Mutex::new(response),
-        }
+        }))
     }
 
     /// What kind of failure it is.
     pub fn kind(&self) -> StepErrorKind {
-        self.kind
+        self.0.kind
     }
 
     /// The status of the answer it carries.
     pub fn status(&self) -> http::StatusCode {
-        self.status
+        self.0.status
     }
 }
 
 impl IntoResponse for StepError {
     fn into_response(self) -> Response {
-        self.response
+        self.0
+            .response
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -102,15 +107,15 @@ impl IntoResponse for StepError {
 impl fmt::Debug for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StepError")
-            .field("kind", &self.kind)
-            .field("status", &self.status)
+            .field("kind", &self.0.kind)
+            .field("status", &self.0.status)
             .finish()
     }
 }
 
 impl fmt::Display for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.kind {
+        let what = match self.0.kind {
             StepErrorKind::Retryable => "a step failed and may pass later",
             StepErrorKind::Terminal => "a step failed for good",
             StepErrorKind::Changed => "the run does not match the recorded steps",
@@ -118,7 +123,7 @@ impl fmt::Display for StepError {
             StepErrorKind::Store => "the store did not record a step",
             StepErrorKind::Misconfigured => "the route cannot keep steps",
         };
-        write!(f, "{what} ({})", self.status)
+        write!(f, "{what} ({})", self.0.status)
     }
 }
 

@@ -45,8 +45,9 @@ pub(super) struct Execution {
     pub(super) route: Route,
     pub(super) context: IdempotencyContext,
     /// The request of a resumable route, for the runtime to run it again should the
-    /// operation stop part-way (stores that keep it themselves have it already).
-    pub(super) kept: Option<KeptRequest>,
+    /// operation stop part-way (stores that keep it themselves have it already). Boxed: the
+    /// request's future, which holds it, is moved on every request.
+    pub(super) kept: Option<Box<KeptRequest>>,
 }
 
 /// How the handler's work ended.

@@ -318,7 +318,7 @@ impl Execution {
         };
         if let (true, Some(resume_in), Some(kept)) = (suspended, resume_in, &self.kept) {
             self.idem
-                .schedule(self.key, kept.clone(), resume_in, suspensions + 1);
+                .schedule(self.key, (**kept).clone(), resume_in, suspensions + 1);
         }
         match answer {
             Ok(()) => {
