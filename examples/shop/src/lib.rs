@@ -13,7 +13,7 @@
 //! let backend = Backend::memory();
 //! let shop = Shop::new(backend.ledger.clone(), Settings::default());
 //! let router = shop::app(shop, backend.idem.clone());
-//! let listener = shop::server::bind("127.0.0.1:3000".parse()?)?;
+//! let listener = shop::server::bind("127.0.0.1:3000".parse()?, "--addr HOST:PORT")?;
 //! let limits = shop::ConnectionLimits::default();
 //! shop::serve(listener, router, backend.idem.clone(), limits, shop::shutdown_signal()).await?;
 //! # Ok(()) }
