@@ -193,7 +193,8 @@ impl fmt::Debug for Shop {
 ///
 /// Routes that act for a user sit behind an authentication layer, so that a request without
 /// credentials is answered 401 before anything else (before a missing key's 400, say). The
-/// webhook authenticates by its signature instead; `/healthz` and `/openapi.json` are open.
+/// webhook authenticates by its signature instead; `/healthz`, `/openapi.json` and the problem
+/// catalogue (`/problems/idempotency`) are open.
 pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let body_limit = shop.settings().body_limit;
     let users = Router::new()
@@ -218,7 +219,12 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let machines = Router::new()
         .route("/webhooks/bank", post(webhooks::bank_webhook))
         .route("/healthz", get(health::healthz))
-        .route("/openapi.json", get(openapi::openapi_json));
+        .route("/openapi.json", get(openapi::openapi_json))
+        // Where the `type` of idem's Problem Details leads: what each refusal means.
+        .route(
+            idem_core::problem::CATALOGUE_PATH,
+            get(idem_core::problem::catalogue),
+        );
     users
         .merge(machines)
         .fallback(route_not_found)
