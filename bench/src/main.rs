@@ -22,12 +22,22 @@
 //! to an idem server's throughput, which tells what a lower throughput alone costs the kernel
 //! per request (docs/benchmarks.md, *Where a first request and a replay spend their time*).
 
-use std::time::Duration;
+use std::{process::ExitCode, time::Duration};
 
 use idem_bench::server::{Scoping, Server, bounded_store, roomy_store};
 use idem_core::{MemoryStore, RedisStore, store::redis::Durability};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("idem-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let server: Server = args
         .next()
@@ -62,7 +72,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(rounds) => with_spin(app, rounds.parse()?),
             Err(_) => app,
         };
-        let listener = tokio::net::TcpListener::bind(&addr).await?;
+        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|error| {
+            format!(
+                "cannot listen on {addr}: {error}; choose another address with the second \
+                 argument (idem-bench SERVER HOST:PORT), or the ports of bench/run.sh with BENCH_PORT"
+            )
+        })?;
         println!("idem-bench {server} listening on {addr}");
         axum::serve(listener, app)
             .with_graceful_shutdown(async {

@@ -559,7 +559,9 @@ async fn run_server(addr: SocketAddr, options: ServeOptions) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(listener) => listener,
         Err(error) => {
-            eprintln!("idem-check serve: cannot listen on {addr}: {error}");
+            eprintln!(
+                "idem-check serve: cannot listen on {addr}: {error}; choose another address with --addr HOST:PORT"
+            );
             return ExitCode::from(EXIT_USAGE);
         }
     };

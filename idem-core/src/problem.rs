@@ -1,9 +1,10 @@
 //! RFC 9457 Problem Details: every error the library answers.
 //!
 //! Each kind of error has a stable `type` URI, a fixed `title`, and a status code; the `detail`
-//! says what was wrong with this request. The URIs end with `#<slug>` and point at the
-//! catalogue of the kinds ([`ProblemKind`]), which `docs/problems.md` in the repository
-//! repeats, unless the runtime sets a base of its own
+//! says what was wrong with this request. The URIs end with `#<slug>`. By default they are
+//! relative, `/problems/idempotency#<slug>`, and lead to the catalogue of the kinds that
+//! [`catalogue`] serves as a web page when the service routes [`CATALOGUE_PATH`] to it; a
+//! service whose API documentation lives elsewhere sets a base of its own
 //! ([`IdempotencyBuilder::problem_type_base`](crate::runtime::IdempotencyBuilder::problem_type_base)).
 //!
 //! ```
@@ -24,8 +25,14 @@ use std::{borrow::Cow, sync::Arc, time::Duration};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
-pub use idem_protocol::problem::{DEFAULT_TYPE_BASE, PROBLEM_JSON, ProblemKind};
+pub use idem_protocol::problem::{
+    CATALOGUE, CATALOGUE_PATH, DEFAULT_TYPE_BASE, PROBLEM_JSON, ProblemKind,
+};
 use serde::Serialize;
+
+pub use self::catalogue::catalogue;
+
+mod catalogue;
 
 /// An RFC 9457 Problem Details answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,7 +183,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
-                "type": "https://github.com/idem-rs/idem/blob/main/docs/problems.md#key-reused",
+                "type": "/problems/idempotency#key-reused",
                 "title": "Idempotency-Key is already used",
                 "status": 422,
                 "detail": "the body \"differs\"\n",

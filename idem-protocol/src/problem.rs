@@ -12,73 +12,37 @@
 //! assert!(kind.type_uri().ends_with("#key-reused"));
 //! ```
 //!
-//! The `type` URIs end with `#<slug>` and point at the catalogue below, which `docs/problems.md`
-//! in the repository repeats, unless the server sets a base of its own.
+//! A `type` URI is a base and the kind's slug: by default the relative reference
+//! `/problems/idempotency#<slug>` ([`DEFAULT_TYPE_BASE`]), which a reader resolves against the
+//! URL of the request that was refused, to the page a service serves at [`CATALOGUE_PATH`]
+//! (`idem_core::problem::catalogue`): the catalogue below, one section per slug. A service
+//! whose API documentation lives elsewhere sets a base of its own instead, an absolute URI
+//! ending in `#` or `/` (`IdempotencyBuilder::problem_type_base` in `idem-core`).
 //!
 //! # The problem types
 //!
-//! ### key-missing
-//! **400 Bad Request.** The operation requires an `Idempotency-Key` header and the request had none. Send one:
-//! a new unique value (a UUID, say) per operation, the same value on every retry of it.
-//!
-//! ### key-malformed
-//! **400 Bad Request.** The `Idempotency-Key` header is not a valid key: empty, longer than 255 characters,
-//! characters other than visible ASCII, several values, or (in strict mode) not an sf-string.
-//! The `detail` names the fault.
-//!
-//! ### principal-missing
-//! **401 Unauthorized.** The key is scoped to a principal (a user, a tenant) and the request carried none, so
-//! the key cannot be looked up safely. Authenticate the request.
-//!
-//! ### request-in-flight
-//! **409 Conflict.** The first request with this key is still being processed. Retry after the number of
-//! seconds in `Retry-After`; the retry gets the first request's result.
-//!
-//! ### response-not-replayable
-//! **410 Gone.** The first request with this key was processed, but its response was larger than the
-//! server keeps for replay. The operation is not run again; look its result up another way.
-//! The member `originalStatus` carries the status code of the first response.
-//!
-//! ### body-too-large
-//! **413 Content Too Large.** The request body is larger than the server accepts.
-//!
-//! ### body-unreadable
-//! **400 Bad Request.** The request body could not be read to the end (the connection broke, or its framing
-//! was invalid), so the request could not be fingerprinted. Nothing was run or stored.
-//!
-//! ### key-reused
-//! **422 Unprocessable Content.** The key was already used for a request with a different body (or method, or route).
-//! Use a new key for a new operation.
-//!
-//! ### handler-failed
-//! **500 Internal Server Error.** The operation failed unexpectedly (it panicked). The `detail` says what became of the
-//! key: released (a retry with the same key runs the operation again), still held because the store did not answer
-//! (it is released once the store answers; `Retry-After` says when to try), or blocked until its lease lapses.
-//!
-//! ### misconfigured
-//! **500 Internal Server Error.** The server's idempotency support is not set up for this route. This is a bug in the
-//! service, not in the request.
-//!
-//! ### store-unavailable
-//! **503 Service Unavailable.** The store that keeps idempotency records could not be reached, so the server refused
-//! to run the operation rather than risk running it twice. Retry after `Retry-After` seconds.
-//!
-//! ### steps-changed
-//! **500 Internal Server Error.** The operation was interrupted part-way and run again, and
-//! this run's steps do not match the ones its first run recorded (a step under another name,
-//! in another order, or an output that no longer reads back): the service was changed under
-//! an operation in flight. It stops there, runs no step twice, and is not resumed on its own;
-//! the service's operators are told. Retrying later with the same key gets the same answer
-//! until they settle the operation.
+#![doc = include_str!("problems.md")]
 
 use http::StatusCode;
 
 /// The media type of a Problem Details body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// Where the `type` URIs point unless the runtime says otherwise: the section of the problem
-/// catalogue (`docs/problems.md`) for each kind.
-pub const DEFAULT_TYPE_BASE: &str = "https://github.com/idem-rs/idem/blob/main/docs/problems.md#";
+/// The catalogue of the problem types in Markdown: for each kind, a `### <slug>` heading and a
+/// paragraph that says what went wrong and what the client can do. It is this module's
+/// documentation, the page [`CATALOGUE_PATH`] serves, and the end of the repository's
+/// `docs/problems.md`.
+pub const CATALOGUE: &str = include_str!("problems.md");
+
+/// Where a service serves [`CATALOGUE`] as a web page, so that the default `type` URIs lead to
+/// it: the path of [`DEFAULT_TYPE_BASE`].
+pub const CATALOGUE_PATH: &str = "/problems/idempotency";
+
+/// Where the `type` URIs point unless the runtime says otherwise: the section of the catalogue
+/// page for each kind, as a reference relative to the refused request's URL. RFC 9457 allows
+/// a relative `type` and asks that it then hold the full path, as this one does; a service that
+/// knows its public URL can make it absolute with its own base.
+pub const DEFAULT_TYPE_BASE: &str = "/problems/idempotency#";
 
 /// The kinds of error the library answers, each with its own status, title and `type` URI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -164,8 +128,9 @@ impl ProblemKind {
         }
     }
 
-    /// The default `type` URI of this kind: [`DEFAULT_TYPE_BASE`] and the slug. Stable, and
-    /// it leads to this kind's documentation.
+    /// The default `type` URI of this kind: [`DEFAULT_TYPE_BASE`] and the slug. Stable, and,
+    /// resolved against the request's URL, it leads to this kind's section of the catalogue
+    /// page when the service serves it at [`CATALOGUE_PATH`].
     pub fn type_uri(self) -> String {
         format!("{DEFAULT_TYPE_BASE}{}", self.slug())
     }
@@ -191,32 +156,54 @@ mod tests {
     ];
 
     #[test]
-    fn the_repository_catalogue_repeats_this_module_s() {
-        let module: String = include_str!("problem.rs")
-            .lines()
-            .skip_while(|line| !line.starts_with("//! ### "))
-            .take_while(|line| line.starts_with("//!"))
-            .map(|line| line.strip_prefix("//! ").unwrap_or("").to_owned() + "\n")
-            .collect();
+    fn the_repository_catalogue_ends_with_this_one() {
         let page = include_str!("../../docs/problems.md");
         assert!(
-            page.ends_with(&module),
-            "docs/problems.md must end with the catalogue of idem_protocol::problem, as written there"
+            page.ends_with(CATALOGUE),
+            "docs/problems.md must end with idem-protocol/src/problems.md, as written there"
         );
     }
 
     #[test]
-    fn every_kind_has_a_distinct_slug_documented_in_this_module() {
-        let docs = include_str!("problem.rs");
+    fn every_kind_has_a_distinct_slug_documented_in_the_catalogue() {
         let mut slugs: Vec<_> = ALL.iter().map(|kind| kind.slug()).collect();
         for slug in &slugs {
             assert!(
-                docs.contains(&format!("//! ### {slug}\n")),
+                CATALOGUE.contains(&format!("### {slug}\n")),
                 "{slug} is not documented"
             );
         }
+        let sections = CATALOGUE
+            .lines()
+            .filter(|line| line.starts_with("### "))
+            .count();
+        assert_eq!(sections, ALL.len(), "a section without a kind");
         slugs.sort_unstable();
         slugs.dedup();
         assert_eq!(slugs.len(), ALL.len());
+    }
+
+    #[test]
+    fn the_default_types_lead_to_the_catalogue_page() {
+        assert_eq!(DEFAULT_TYPE_BASE, format!("{CATALOGUE_PATH}#"));
+        assert_eq!(
+            ProblemKind::KeyReused.type_uri(),
+            "/problems/idempotency#key-reused"
+        );
+    }
+
+    #[test]
+    fn each_section_opens_with_its_kind_s_status() {
+        for kind in ALL {
+            let heading = format!("### {}\n", kind.slug());
+            let at = CATALOGUE.find(&heading).unwrap() + heading.len();
+            // RFC 9110's reason phrases, which are not all `http`'s (413 Content Too Large).
+            let opening = format!("**{} ", kind.status().as_u16());
+            assert!(
+                CATALOGUE[at..].starts_with(&opening),
+                "the section of {} must open with {opening:?}",
+                kind.slug()
+            );
+        }
     }
 }

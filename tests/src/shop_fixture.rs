@@ -36,7 +36,7 @@ impl Server {
     /// Serves `router` (whose runtime is `idem`) on a fresh port, within `limits`.
     pub async fn start_with(router: Router, idem: Idempotency, limits: ConnectionLimits) -> Self {
         // The binary's listener, with its accept queue.
-        let listener = shop::server::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = shop::server::bind("127.0.0.1:0".parse().unwrap(), "another port").unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(shop::serve(listener, router, idem, limits, async {

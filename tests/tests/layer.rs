@@ -732,10 +732,7 @@ async fn problem_type_uris_follow_the_runtime_s_base() {
         request(None, BODY),
     )
     .await;
-    assert_eq!(
-        default.json()["type"],
-        "https://github.com/idem-rs/idem/blob/main/docs/problems.md#key-missing"
-    );
+    assert_eq!(default.json()["type"], "/problems/idempotency#key-missing");
 }
 
 /// A response with more header values than a record can hold.

@@ -70,7 +70,17 @@ fn axum_idempotent_router() -> Router {
         .layer(tower_cookies::CookieManagerLayer::new())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("idem-bench-peers: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let peer = args
         .next()
@@ -104,7 +114,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .into());
             }
         };
-        let listener = tokio::net::TcpListener::bind(&addr).await?;
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|error| {
+                format!(
+                    "cannot listen on {addr}: {error}; choose another address with the second \
+                 argument (idem-bench-peers PEER HOST:PORT), or the ports of bench/run.sh with \
+                 BENCH_PORT"
+                )
+            })?;
         println!("idem-bench-peers {peer} listening on {addr}");
         axum::serve(listener, app)
             .with_graceful_shutdown(async {

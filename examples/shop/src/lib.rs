@@ -13,7 +13,7 @@
 //! let backend = Backend::memory();
 //! let shop = Shop::new(backend.ledger.clone(), Settings::default());
 //! let router = shop::app(shop, backend.idem.clone());
-//! let listener = shop::server::bind("127.0.0.1:3000".parse()?)?;
+//! let listener = shop::server::bind("127.0.0.1:3000".parse()?, "--addr HOST:PORT")?;
 //! let limits = shop::ConnectionLimits::default();
 //! shop::serve(listener, router, backend.idem.clone(), limits, shop::shutdown_signal()).await?;
 //! # Ok(()) }
@@ -193,7 +193,8 @@ impl fmt::Debug for Shop {
 ///
 /// Routes that act for a user sit behind an authentication layer, so that a request without
 /// credentials is answered 401 before anything else (before a missing key's 400, say). The
-/// webhook authenticates by its signature instead; `/healthz` and `/openapi.json` are open.
+/// webhook authenticates by its signature instead; `/healthz`, `/openapi.json` and the problem
+/// catalogue (`/problems/idempotency`) are open.
 pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let body_limit = shop.settings().body_limit;
     let users = Router::new()
@@ -218,7 +219,12 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let machines = Router::new()
         .route("/webhooks/bank", post(webhooks::bank_webhook))
         .route("/healthz", get(health::healthz))
-        .route("/openapi.json", get(openapi::openapi_json));
+        .route("/openapi.json", get(openapi::openapi_json))
+        // Where the `type` of idem's Problem Details leads: what each refusal means.
+        .route(
+            idem_core::problem::CATALOGUE_PATH,
+            get(idem_core::problem::catalogue),
+        );
     users
         .merge(machines)
         .fallback(route_not_found)

@@ -67,8 +67,7 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         ),
         None => None,
     };
-    let listener = shop::server::bind(config.addr)
-        .map_err(|error| format!("cannot listen on {}: {error}", config.addr))?;
+    let listener = shop::server::bind(config.addr, "--addr HOST:PORT or SHOP_ADDR")?;
     let addr = listener.local_addr()?;
     let shop = Shop::with_events(
         backend.ledger.clone(),

@@ -312,9 +312,11 @@ impl IdempotencyBuilder {
 
     /// Where the `type` URIs of the runtime's Problem Details point: `base` followed by each
     /// kind's slug (`https://api.example.com/problems#key-reused` for the base
-    /// `https://api.example.com/problems#`). By default they point at idem's problem catalogue
-    /// ([`problem::DEFAULT_TYPE_BASE`](crate::problem::DEFAULT_TYPE_BASE)); a service whose
-    /// clients read its own API documentation points them there.
+    /// `https://api.example.com/problems#`). By default they are relative references to the
+    /// catalogue page a service serves with [`problem::catalogue`](crate::problem::catalogue)
+    /// ([`problem::DEFAULT_TYPE_BASE`](crate::problem::DEFAULT_TYPE_BASE),
+    /// `/problems/idempotency#`); a service that knows its public URL makes them absolute, and
+    /// one whose clients read its own API documentation points them there.
     ///
     /// ```
     /// use idem_core::{Idempotency, MemoryStore};

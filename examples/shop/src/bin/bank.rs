@@ -45,10 +45,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(addr).await {
+    let listener = match shop::server::bind(addr, "--addr HOST:PORT") {
         Ok(listener) => listener,
         Err(error) => {
-            eprintln!("bank: cannot listen on {addr}: {error}; choose another address with --addr");
+            eprintln!("bank: {error}");
             return ExitCode::FAILURE;
         }
     };

@@ -27,7 +27,7 @@
 //!     idle_timeout: Duration::from_secs(5),
 //!     ..ConnectionLimits::default()
 //! };
-//! let listener = shop::server::bind("127.0.0.1:3000".parse()?)?;
+//! let listener = shop::server::bind("127.0.0.1:3000".parse()?, "--addr HOST:PORT")?;
 //! shop::serve(listener, router, backend.idem.clone(), limits, shop::shutdown_signal()).await?;
 //! # Ok(()) }
 //! ```
@@ -36,9 +36,10 @@ mod activity;
 mod admission;
 mod header_count;
 mod limits;
+mod listen;
 mod refusal;
 
-use std::{convert::Infallible, future::Future, io, net::SocketAddr, pin::pin, time::Duration};
+use std::{convert::Infallible, future::Future, io, pin::pin, time::Duration};
 
 use axum::{Router, body::Body, middleware};
 use http_body_util::BodyExt;
@@ -49,7 +50,7 @@ use hyper_util::{
 };
 use idem_core::Idempotency;
 use tokio::{
-    net::{TcpListener, TcpSocket, TcpStream},
+    net::{TcpListener, TcpStream},
     sync::watch,
 };
 use tower::ServiceExt;
@@ -62,6 +63,7 @@ use self::{
 pub use self::{
     header_count::{HYPER_MAX_HEADERS, MAX_HEADERS},
     limits::ConnectionLimits,
+    listen::{BindError, bind},
     refusal::REFUSAL_TIME,
 };
 
@@ -69,23 +71,6 @@ pub use self::{
 /// a burst of a thousand fits, where `TcpListener::bind`'s 128 would leave the rest to their
 /// clients' TCP retries. Linux caps it at `net.core.somaxconn` (4096 by default).
 pub const LISTEN_BACKLOG: u32 = 1024;
-
-/// A listener on `addr` with an accept queue of [`LISTEN_BACKLOG`], as the shop binary uses.
-///
-/// # Errors
-///
-/// When the address cannot be bound (it is in use, say).
-pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    let socket = match addr {
-        SocketAddr::V4(_) => TcpSocket::new_v4()?,
-        SocketAddr::V6(_) => TcpSocket::new_v6()?,
-    };
-    // As `TcpListener::bind` does: a restarted shop can listen again at once.
-    #[cfg(unix)]
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(LISTEN_BACKLOG)
-}
 
 /// Serves `router` on `listener` within `limits` until `shutdown` completes, then lets every
 /// running handler finish and store its result, including those whose client has gone.
