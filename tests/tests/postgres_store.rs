@@ -9,11 +9,11 @@ use std::{
 
 use axum::{
     body::Bytes,
-    http::{HeaderMap, StatusCode},
+    http::{HeaderMap, Method, StatusCode},
 };
 use idem_core::store::conformance::{Corruption, StoreUnderTest, fingerprint, new_key};
 use idem_core::{
-    StoreKey,
+    IdempotencyKey, StoreKey,
     fingerprint::Fingerprint,
     replay::StoredResponse,
     store::{
@@ -21,6 +21,7 @@ use idem_core::{
         postgres::{
             PostgresTransaction, TableName, TableNameError, migration_files, migration_sql,
         },
+        steps::{KeptRequest, RecordedStep, Resumable},
     },
 };
 use idem_tests::postgres_fixture::{admin_pool, count, database_url, drop_table, fresh_store};
@@ -654,4 +655,98 @@ async fn an_unencodable_response_writes_nothing() {
     );
     drop_table(&admin, &writes).await;
     drop_table(&admin, &store.table().to_string()).await;
+}
+
+/// Recorded steps that do not decode make the claim that would resume them a `Corrupt` error,
+/// every time: never a panic, never a run that would do the steps again.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_steps_that_do_not_decode_are_a_store_error() {
+    let Some(url) = database_url("recorded_steps_that_do_not_decode_are_a_store_error") else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    let mine = Claim {
+        token,
+        ..claim(&key, &fp, MINUTE)
+    };
+    assert_eq!(store.claim(mine).await.unwrap(), ClaimOutcome::Claimed);
+    let step = RecordedStep::new("bank", Bytes::from_static(b"{}"));
+    store.record_step(&key, token, 0, &step).await.unwrap();
+    store.suspend(&key, token, None).await.unwrap();
+    let damage = format!(
+        "UPDATE {} SET steps = '\\x0700'::bytea WHERE key = $1",
+        store.table()
+    );
+    sqlx::query(AssertSqlSafe(damage))
+        .bind(key.as_bytes().to_vec())
+        .execute(store.pool())
+        .await
+        .unwrap();
+    for attempt in ["first", "second"] {
+        let answer = store.claim(claim(&key, &fp, MINUTE)).await;
+        assert!(
+            matches!(answer, Err(StoreError::Corrupt(_))),
+            "{attempt} claim: {answer:?}"
+        );
+    }
+    drop_table(&admin_pool(&url).await, &store.table().to_string()).await;
+}
+
+/// A kept request that does not decode is answered as such by `due`, for the resumer to log;
+/// the other operations due are answered as usual.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_request_that_does_not_decode_is_reported_by_due() {
+    let Some(url) = database_url("a_kept_request_that_does_not_decode_is_reported_by_due") else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let request = KeptRequest::new(
+        Method::POST,
+        "/transfers",
+        IdempotencyKey::new("k").unwrap(),
+        None,
+        HeaderMap::new(),
+        Bytes::from_static(b"{}"),
+    );
+    let fp = fingerprint("{}");
+    let (good, bad) = (new_key(), new_key());
+    for key in [&good, &bad] {
+        let token = LeaseToken::random();
+        let resumable = Claim {
+            token,
+            resumable: Some(Resumable {
+                request: &request,
+                after: Duration::ZERO,
+            }),
+            ..claim(key, &fp, MINUTE)
+        };
+        assert_eq!(store.claim(resumable).await.unwrap(), ClaimOutcome::Claimed);
+        store
+            .suspend(key, token, Some(Duration::ZERO))
+            .await
+            .unwrap();
+    }
+    let damage = format!(
+        "UPDATE {} SET request = 'not a request'::bytea WHERE key = $1",
+        store.table()
+    );
+    sqlx::query(AssertSqlSafe(damage))
+        .bind(bad.as_bytes().to_vec())
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let due = store.due(10, MINUTE).await.unwrap();
+    assert_eq!(due.len(), 2, "{due:?}");
+    for operation in due {
+        if operation.key == good {
+            assert_eq!(operation.request.unwrap(), request);
+        } else {
+            assert_eq!(operation.key, bad);
+            assert!(operation.request.is_err(), "{operation:?}");
+        }
+    }
+    drop_table(&admin_pool(&url).await, &store.table().to_string()).await;
 }

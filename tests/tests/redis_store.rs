@@ -596,3 +596,38 @@ async fn an_unencodable_response_writes_nothing() {
         ClaimOutcome::Claimed
     );
 }
+
+/// Recorded steps that do not decode make the claim that would resume them a `Corrupt` error,
+/// every time: never a panic, never a run that would do the steps again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
+async fn recorded_steps_that_do_not_decode_are_a_store_error() {
+    let Some(url) = redis_url() else {
+        return;
+    };
+    let store = idem_tests::redis_fixture::connect(&url).await;
+    let mut side = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
+    assert_eq!(
+        store.claim(claim(&key, &fp, token)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    let step = idem_core::store::steps::RecordedStep::new("bank", Bytes::from_static(b"{}"));
+    store.record_step(&key, token, 0, &step).await.unwrap();
+    store.suspend(&key, token, None).await.unwrap();
+    let () = side
+        .hset(store.redis_key(&key), "s0", vec![7u8, 0])
+        .await
+        .unwrap();
+    for attempt in ["first", "second"] {
+        let answer = store.claim(claim(&key, &fp, LeaseToken::random())).await;
+        assert!(
+            matches!(answer, Err(StoreError::Corrupt(_))),
+            "{attempt} claim: {answer:?}"
+        );
+    }
+}

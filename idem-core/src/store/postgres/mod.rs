@@ -250,16 +250,31 @@ impl PostgresStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        read_claim(&row).map_err(|e| match e {
-            ReadError::Sql(e) => self.error(e),
-            ReadError::Corrupt(e) => e,
-        })
+        match read_claim(&row) {
+            Ok(outcome) => Ok(outcome),
+            Err(ReadError::Sql(e)) => Err(self.error(e)),
+            Err(ReadError::Corrupt(e)) => Err(e),
+            Err(ReadError::CorruptSteps(e)) => {
+                // The claim took the key over before its steps were found unreadable. Its
+                // lease ends at once, so that the record stays as it is, for whoever reads it
+                // next (and gets the same error), rather than blocked for a lease.
+                let _ = self
+                    .shared
+                    .statements
+                    .suspend(claim.key, claim.token, None)
+                    .execute(&self.shared.pool)
+                    .await;
+                Err(e)
+            }
+        }
     }
 }
 
 enum ReadError {
     Sql(sqlx::Error),
     Corrupt(StoreError),
+    /// A claim that took over an operation whose recorded steps do not decode.
+    CorruptSteps(StoreError),
 }
 
 impl From<sqlx::Error> for ReadError {
@@ -278,9 +293,9 @@ fn read_claim(row: &PgRow) -> Result<Option<ClaimOutcome>, ReadError> {
         }
         let steps: Option<Vec<u8>> = row.try_get("steps")?;
         let steps = decode_steps(steps.as_deref().unwrap_or_default())
-            .map_err(|e| ReadError::Corrupt(StoreError::corrupt(e)))?;
+            .map_err(|e| ReadError::CorruptSteps(StoreError::corrupt(e)))?;
         if steps.len() != usize::try_from(step_count).unwrap_or(usize::MAX) {
-            return Err(ReadError::Corrupt(StoreError::corrupt(format!(
+            return Err(ReadError::CorruptSteps(StoreError::corrupt(format!(
                 "the record counts {step_count} steps and holds {}",
                 steps.len()
             ))));

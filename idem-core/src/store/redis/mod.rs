@@ -371,7 +371,20 @@ where
         }
         match (&reply.outcome[..], &reply.payload) {
             (b"claimed", None) => Ok(ClaimOutcome::Claimed),
-            (b"resumed", Some(progress)) => read_progress(progress).map(ClaimOutcome::Resumed),
+            (b"resumed", Some(progress)) => match read_progress(progress) {
+                Ok(progress) => Ok(ClaimOutcome::Resumed(progress)),
+                Err(corrupt) => {
+                    // The claim took the key over before its steps were found unreadable. Its
+                    // lease ends at once, so that the record stays as it is, for whoever reads
+                    // it next (and gets the same error), rather than blocked for a lease.
+                    let suspend = SCRIPTS
+                        .suspend
+                        .call(self.redis_key(claim.key))
+                        .arg(token_hex(claim.token));
+                    let _ = self.run(&suspend).await;
+                    Err(corrupt)
+                }
+            },
             (b"in_flight", None) => Ok(ClaimOutcome::InFlight),
             (b"completed", Some(response)) => StoredResponse::decode(response)
                 .map(ClaimOutcome::Completed)
