@@ -301,8 +301,10 @@ impl Execution {
             let mut journal = self.context.journal();
             (journal.ending(), journal.suspensions())
         };
-        let changed = matches!(stop, Some(Stop::Changed(_) | Stop::Fenced));
-        let resume_in = (!changed)
+        // An operation whose steps changed waits for a person; one another run took over is
+        // that run's.
+        let stopped_for_good = matches!(stop, Some(Stop::Changed(_) | Stop::Fenced));
+        let resume_in = (!stopped_for_good)
             .then_some(self.policy.resume_after)
             .flatten()
             .map(|after| resumer::backoff(after, suspensions));
@@ -324,7 +326,7 @@ impl Execution {
             Ok(()) => {
                 let then = match resume_in {
                     Some(after) => format!("the service resumes it in {after:?}"),
-                    None if changed => "it is not resumed on its own".to_owned(),
+                    None if stopped_for_good => "it is not resumed on its own".to_owned(),
                     None => "a retry with its key resumes it".to_owned(),
                 };
                 self.record(
