@@ -32,6 +32,7 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 /// The usage text of `--help`.
 pub const USAGE: &str = "\
 usage: shop [--addr HOST:PORT]
+       shop bank [--addr HOST:PORT]   the shop's bank, as a process of its own (bank --help)
 
 A small shop service that shows idempotency keys at work.
 

@@ -22,6 +22,7 @@
 pub mod auth;
 pub mod backend;
 pub mod bank;
+pub mod bank_cli;
 pub mod bank_service;
 pub mod checkout;
 pub mod config;

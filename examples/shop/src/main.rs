@@ -20,6 +20,10 @@ const DEFAULT_LOG_FILTER: &str = "info,sqlx::postgres::notice=warn,async_nats=wa
 #[tokio::main]
 async fn main() -> ExitCode {
     init_logs();
+    // `shop bank --addr ...`: the bank, as a process of its own.
+    if std::env::args().nth(1).as_deref() == Some("bank") {
+        return shop::bank_cli::run(std::env::args().skip(2)).await;
+    }
     let config = match Config::parse(std::env::args().skip(1), |name| std::env::var(name).ok()) {
         Ok(Command::Run(config)) => config,
         Ok(Command::Help) => {
