@@ -46,6 +46,7 @@ use tokio::time::Instant;
 
 use super::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
+    held::{CompletedRecord, Held, InFlightRecord, RecordState},
     steps::{Progress, RecordedStep, StepSupport},
 };
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
@@ -62,6 +63,7 @@ pub struct MemoryStore {
 struct Records {
     in_flight: [Mutex<Shard>; SHARDS],
     completed: Cache<StoreKey, Completed, KeyedHash>,
+    clock: Clock,
 }
 
 struct Shard {
@@ -73,6 +75,8 @@ struct Shard {
 struct InFlight {
     fingerprint: Fingerprint,
     token: LeaseToken,
+    /// When the key was first claimed; a takeover keeps it (store rule 14).
+    since: Instant,
     lease_until: Instant,
     expires_at: Instant,
     /// The steps that ended, for an operation of several steps (empty, unallocated, for the
@@ -197,6 +201,7 @@ impl MemoryStoreBuilder {
                     })
                 }),
                 completed,
+                clock: Clock::start(),
             }),
         }
     }
@@ -326,6 +331,7 @@ impl MemoryStore {
         let fresh = InFlight {
             fingerprint: *claim.fingerprint,
             token: claim.token,
+            since: now,
             lease_until: now + claim.lease,
             expires_at: now + claim.in_flight_lifetime(),
             steps: Vec::new(),
@@ -342,7 +348,10 @@ impl MemoryStore {
             Some(record) if record.lease_until > now => ClaimOutcome::InFlight,
             Some(record) if record.steps.is_empty() && record.suspensions == 0 => {
                 // The holder's lease lapsed: take over, fencing it out with the new token.
-                *record = fresh;
+                *record = InFlight {
+                    since: record.since,
+                    ..fresh
+                };
                 ClaimOutcome::Claimed
             }
             Some(record) => {
@@ -389,6 +398,85 @@ impl MemoryStore {
         self.records.completed.insert(*key, record);
         shard.records.remove(key);
         Ok(())
+    }
+}
+
+/// The operator's calls (store rules 14 and 15), under the key's shard lock like the others.
+impl MemoryStore {
+    fn look_up_sync(&self, key: &StoreKey) -> Option<Held> {
+        let now = Instant::now();
+        let clock = self.records.clock;
+        let at = clock.wall(now);
+        let mut shard = self.shard(key);
+        if let Some(done) = self.completed(key, now) {
+            return Some(Held::Completed(CompletedRecord {
+                status: done.response.status(),
+                stored_at: Some(clock.wall(done.expires_at - done.ttl)),
+                expires_at: clock.wall(done.expires_at),
+                bytes: done.response.encoded_len().unwrap_or_default() as u64,
+                body_kept: done.response.body().is_some(),
+                at,
+            }));
+        }
+        let record = shard.live(key, now)?;
+        Some(Held::InFlight(InFlightRecord {
+            since: Some(clock.wall(record.since)),
+            lease_expires_at: clock.wall(record.lease_until),
+            expires_at: clock.wall(record.expires_at),
+            steps: record
+                .steps
+                .iter()
+                .map(|step| step.name().to_owned())
+                .collect(),
+            suspensions: record.suspensions,
+            // The runtime resumes an operation of this store itself.
+            resumes_at: None,
+            at,
+        }))
+    }
+
+    fn remove_sync(&self, key: &StoreKey) -> Option<RecordState> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let completed = self
+            .records
+            .completed
+            .remove(key)
+            .filter(|record| record.expires_at > now)
+            .map(|_| RecordState::Completed);
+        let in_flight = shard
+            .records
+            .remove(key)
+            .filter(|record| record.expires_at > now)
+            .map(|_| RecordState::InFlight);
+        completed.or(in_flight)
+    }
+}
+
+/// tokio's clock as wall-clock time: the memory store keeps leases and TTLs on tokio's clock,
+/// and a look-up answers times an operator can read. One reading of both clocks, taken when
+/// the store is built, maps the one onto the other, so that a time reads the same in every
+/// look-up.
+#[derive(Clone, Copy)]
+struct Clock {
+    instant: Instant,
+    wall: std::time::SystemTime,
+}
+
+impl Clock {
+    fn start() -> Self {
+        Self {
+            instant: Instant::now(),
+            wall: std::time::SystemTime::now(),
+        }
+    }
+
+    fn wall(&self, instant: Instant) -> std::time::SystemTime {
+        if instant >= self.instant {
+            self.wall + (instant - self.instant)
+        } else {
+            self.wall - (self.instant - instant)
+        }
     }
 }
 
@@ -483,6 +571,14 @@ impl Store for MemoryStore {
         record.lease_until = now;
         record.suspensions = record.suspensions.saturating_add(1);
         Ok(())
+    }
+
+    async fn look_up(&self, key: &StoreKey) -> Result<Option<Held>, StoreError> {
+        Ok(self.look_up_sync(key))
+    }
+
+    async fn remove(&self, key: &StoreKey) -> Result<Option<RecordState>, StoreError> {
+        Ok(self.remove_sync(key))
     }
 }
 
