@@ -172,7 +172,7 @@ pub use crate::{
     policy::{OnConflict, OnStoreError, Policy},
     problem::{Problem, ProblemKind},
     replay::NoStore,
-    runtime::{Idempotency, IdempotencyBuilder, ResumeError, Resumer},
+    runtime::{AddressError, Idempotency, IdempotencyBuilder, RecordAddress, ResumeError, Resumer},
     scope::{Principal, ResolvePrincipal, Scope, StoreKey},
     store::{MemoryStore, Store},
 };

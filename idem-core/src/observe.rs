@@ -14,7 +14,10 @@ use std::{error::Error, fmt};
 
 use tracing::Level;
 
-use crate::scope::StoreKey;
+use crate::{
+    scope::StoreKey,
+    store::{RecordState, StoreError},
+};
 
 /// What became of one request, as counted and logged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +122,59 @@ pub(crate) fn record_error(
         key,
         &format_args!("{what}: {}", Chain(error)),
     );
+}
+
+/// Logs and counts an operator's removal of a record: who asked, and what was removed.
+pub(crate) fn removed(
+    route: &str,
+    key: &StoreKey,
+    by: &str,
+    removed: &Result<Option<RecordState>, StoreError>,
+) {
+    let key = tracing::field::display(KeyPrefix(key));
+    let state = match removed {
+        Ok(Some(state)) => state.as_str(),
+        Ok(None) => "none",
+        Err(_) => "error",
+    };
+    match removed {
+        Ok(Some(RecordState::InFlight)) => tracing::warn!(
+            outcome = "removed",
+            route,
+            key,
+            by,
+            state,
+            "idempotency: a record in flight was removed: its request's result will not be \
+             stored, and the next request with its key runs again"
+        ),
+        Ok(Some(_)) => tracing::info!(
+            outcome = "removed",
+            route,
+            key,
+            by,
+            state,
+            "idempotency: a record was removed: the next request with its key runs again"
+        ),
+        Ok(None) => tracing::info!(
+            outcome = "removed",
+            route,
+            key,
+            by,
+            state,
+            "idempotency: a removal found no record"
+        ),
+        Err(error) => tracing::warn!(
+            outcome = "removed",
+            route,
+            key,
+            by,
+            state,
+            "idempotency: a removal failed: {}",
+            Chain(error)
+        ),
+    }
+    #[cfg(feature = "metrics")]
+    metrics::counter!("idem_records_removed_total", "state" => state).increment(1);
 }
 
 /// The first eight bytes of a store key, in hex.

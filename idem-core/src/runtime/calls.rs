@@ -11,7 +11,7 @@ use crate::{
     replay::StoredResponse,
     scope::StoreKey,
     store::{
-        Claim, ClaimOutcome, LeaseToken, StoreError, StoreTransaction,
+        Claim, ClaimOutcome, Held, LeaseToken, RecordState, StoreError, StoreTransaction,
         steps::{DueOperation, RecordedStep},
     },
 };
@@ -120,6 +120,22 @@ impl Idempotency {
         hold: Duration,
     ) -> Result<Vec<DueOperation>, StoreError> {
         self.within_timeout(self.store().due(limit, hold)).await
+    }
+
+    /// What is held for a key ([`Store::look_up`](crate::store::Store::look_up)).
+    pub(crate) async fn look_up_in_store(
+        &self,
+        key: &StoreKey,
+    ) -> Result<Option<Held>, StoreError> {
+        self.within_timeout(self.store().look_up(key)).await
+    }
+
+    /// Removes a key's record ([`Store::remove`](crate::store::Store::remove)).
+    pub(crate) async fn remove_from_store(
+        &self,
+        key: &StoreKey,
+    ) -> Result<Option<RecordState>, StoreError> {
+        self.within_timeout(self.store().remove(key)).await
     }
 
     /// Opens a transaction for a handler's writes ([`Store::begin`](crate::store::Store::begin)).

@@ -239,7 +239,7 @@ pub enum ClaimOutcome {
 #[non_exhaustive]
 pub enum StoreError {
     /// The record is not in flight under this token any more: the lease lapsed and another
-    /// request took over, or the record expired or was completed.
+    /// request took over, the record expired or was completed, or an operator removed it.
     #[error("the lease on this key is no longer held by this request")]
     LeaseLost,
     /// The store did not answer in time; the outcome of the call is unknown.
