@@ -124,6 +124,94 @@ pub(crate) fn record_error(
     );
 }
 
+/// The store calls the runtime makes, as `idem_store_call_seconds` labels them (`op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StoreOp {
+    Claim,
+    Complete,
+    Release,
+    Renew,
+    RecordStep,
+    Suspend,
+    Due,
+    LookUp,
+    Remove,
+    Begin,
+    CompleteInTransaction,
+    // Only the PostgreSQL store has transactions that record steps.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    RecordStepInTransaction,
+    Commit,
+    Rollback,
+}
+
+impl StoreOp {
+    /// Every call, in the order of docs/observability.md.
+    #[cfg(test)]
+    pub(crate) const ALL: [Self; 14] = [
+        Self::Claim,
+        Self::Complete,
+        Self::Release,
+        Self::Renew,
+        Self::RecordStep,
+        Self::Suspend,
+        Self::Due,
+        Self::LookUp,
+        Self::Remove,
+        Self::Begin,
+        Self::CompleteInTransaction,
+        Self::RecordStepInTransaction,
+        Self::Commit,
+        Self::Rollback,
+    ];
+
+    // Read by the metrics, and by the tests of the docs.
+    #[cfg_attr(not(any(feature = "metrics", test)), allow(dead_code))]
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Claim => "claim",
+            Self::Complete => "complete",
+            Self::Release => "release",
+            Self::Renew => "renew",
+            Self::RecordStep => "record_step",
+            Self::Suspend => "suspend",
+            Self::Due => "due",
+            Self::LookUp => "look_up",
+            Self::Remove => "remove",
+            Self::Begin => "begin",
+            Self::CompleteInTransaction => "complete_in_transaction",
+            Self::RecordStepInTransaction => "record_step_in_transaction",
+            Self::Commit => "commit",
+            Self::Rollback => "rollback",
+        }
+    }
+}
+
+/// Times one store call (feature `metrics`; nothing without it).
+#[derive(Clone, Copy)]
+pub(crate) struct CallTimer {
+    #[cfg(feature = "metrics")]
+    started: std::time::Instant,
+}
+
+impl CallTimer {
+    pub(crate) fn start() -> Self {
+        Self {
+            #[cfg(feature = "metrics")]
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Records the time since [`start`](Self::start) as a call of `op`.
+    pub(crate) fn stop(self, op: StoreOp) {
+        #[cfg(feature = "metrics")]
+        metrics::histogram!("idem_store_call_seconds", "op" => op.as_str())
+            .record(self.started.elapsed().as_secs_f64());
+        #[cfg(not(feature = "metrics"))]
+        let _ = op;
+    }
+}
+
 /// Logs and counts an operator's removal of a record: who asked, and what was removed.
 pub(crate) fn removed(
     route: &str,

@@ -170,6 +170,7 @@ pub(super) fn encoded_len(response: &StoredResponse) -> Result<usize, EncodeErro
 
 /// The status and whether the body was kept, read from the first 4 bytes of a record: what a
 /// look-up says of a completed record without reading its headers and body.
+#[cfg(any(feature = "redis", feature = "postgres"))]
 pub(crate) fn read_head(bytes: &[u8]) -> Result<(StatusCode, bool), DecodeError> {
     let mut reader = Reader(bytes);
     let version = reader.u8()?;

@@ -161,12 +161,6 @@ impl RecordState {
     }
 }
 
-/// A time on a store's clock in milliseconds since the Unix epoch, as Redis and the scripts
-/// keep it.
-pub(crate) fn from_unix_millis(millis: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(millis)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -532,7 +532,7 @@ fn read_doubles<const N: usize>(payload: &[u8]) -> Result<([f64; N], &[u8]), Sto
 
 /// A time in ms as the scripts answer it; `None` for `-1`, a time the record does not keep.
 fn server_time(millis: f64) -> Option<std::time::SystemTime> {
-    (millis >= 0.0).then(|| super::held::from_unix_millis(millis as u64))
+    (millis >= 0.0).then(|| std::time::UNIX_EPOCH + Duration::from_millis(millis as u64))
 }
 
 fn read_completed(payload: &[u8]) -> Result<Held, StoreError> {

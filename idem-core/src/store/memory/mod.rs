@@ -26,8 +26,27 @@
 //! When the cache is full, the least recently used completed records are evicted first
 //! (LRU: every new record is admitted). The byte bound counts what a record really occupies
 //! (see [`MemoryStoreBuilder::max_bytes`]). An evicted record is forgotten early: a retry of its
-//! key would run again. Size the store for the records you keep for one TTL;
-//! [`MemoryStore::completed_records`] tells how full it is.
+//! key would run again.
+//!
+//! # Sizing
+//!
+//! A store forgets nothing early when it can hold every record completed within one TTL:
+//!
+//! - `max_entries` ≥ keyed requests per second × TTL in seconds: 5 payments a second kept
+//!   24 h are 432,000 records, more than the default 100,000, which holds 24 h of about 1.2
+//!   a second (or 28 h of one a second);
+//! - `max_bytes` ≥ that × the weight of a record: about 1 KiB for a small JSON answer (one
+//!   header, 100 bytes of body); a larger one weighs its body, a sixteenth more, and about
+//!   900 bytes ([`StoredResponse::weight`] plus the cache's entry); 432,000 small records need
+//!   about 420 MiB.
+//!
+//! A store past that forgets records before their time, and says so: it counts each
+//! ([`Fill::evicted_early`], `idem_memory_evicted_early_total` with the feature `metrics`) and
+//! warns in the log, at once and then at most once a minute, with the rate it saw, the TTL and
+//! the bound that would hold them ([`fill`] has the details). [`MemoryStore::fill`] tells how
+//! full it is; a service whose rate × TTL does not fit in its memory wants a shared store
+//! (Redis, PostgreSQL), or a shorter TTL
+//! ([`IdempotencyBuilder::max_ttl`](crate::IdempotencyBuilder::max_ttl)).
 //!
 //! Leases and TTLs are checked on tokio's clock, so tests can drive them with a paused clock.
 //! Records do not survive a restart, and other processes do not see them: for several
@@ -40,9 +59,14 @@ use std::{
     time::Duration,
 };
 
+pub mod fill;
+
 use async_trait::async_trait;
-use moka::{policy::EvictionPolicy, sync::Cache};
+use moka::{notification::RemovalCause, policy::EvictionPolicy, sync::Cache};
 use tokio::time::Instant;
+
+use self::fill::Counts;
+pub use self::fill::Fill;
 
 use super::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
@@ -64,6 +88,7 @@ struct Records {
     in_flight: [Mutex<Shard>; SHARDS],
     completed: Cache<StoreKey, Completed, KeyedHash>,
     clock: Clock,
+    counts: Arc<Counts>,
 }
 
 struct Shard {
@@ -116,6 +141,59 @@ impl MemoryStore {
         self.records.completed.entry_count()
     }
 
+    /// How full the store is, and how many records it evicted before their TTL: what to size
+    /// it by (see [`fill`](self::fill) and docs/observability.md). Runs the cache's pending
+    /// maintenance first, so the figures are exact; with the feature `metrics` it also sets the
+    /// store's gauges, which a service calls before each scrape for exact figures.
+    ///
+    /// ```
+    /// use idem_core::MemoryStore;
+    ///
+    /// let store = MemoryStore::builder().max_entries(50_000).build();
+    /// let fill = store.fill();
+    /// assert_eq!((fill.records, fill.in_flight, fill.evicted_early), (0, 0, 0));
+    /// assert_eq!(fill.max_entries, 50_000);
+    /// ```
+    pub fn fill(&self) -> Fill {
+        self.records.completed.run_pending_tasks();
+        let fill = self.fill_now();
+        #[cfg(feature = "metrics")]
+        set_gauges(&fill);
+        fill
+    }
+
+    /// The figures as they stand, without the cache's pending maintenance.
+    fn fill_now(&self) -> Fill {
+        let in_flight = self
+            .records
+            .in_flight
+            .iter()
+            .map(|shard| {
+                let shard = shard
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                shard.records.len() as u64
+            })
+            .sum();
+        let counts = &self.records.counts;
+        Fill {
+            records: self.records.completed.entry_count(),
+            bytes: self.records.completed.weighted_size(),
+            in_flight,
+            evicted_early: counts.evicted_early(),
+            max_entries: counts.max_entries,
+            max_bytes: counts.max_bytes,
+        }
+    }
+
+    /// Sets the gauges from a call of the store's, at most once a second.
+    fn observe(&self) {
+        #[cfg(feature = "metrics")]
+        if self.records.counts.gauges_due() {
+            set_gauges(&self.fill_now());
+        }
+    }
+
     fn shard(&self, key: &StoreKey) -> MutexGuard<'_, Shard> {
         let index = usize::from(key.as_bytes()[0]) % SHARDS;
         // A panic while holding a shard lock cannot leave a record half-written (every
@@ -131,6 +209,13 @@ impl MemoryStore {
             .get(key)
             .filter(|record| record.expires_at > now)
     }
+}
+
+#[cfg(feature = "metrics")]
+fn set_gauges(fill: &Fill) {
+    metrics::gauge!("idem_memory_records").set(fill.records as f64);
+    metrics::gauge!("idem_memory_bytes").set(fill.bytes as f64);
+    metrics::gauge!("idem_memory_in_flight").set(fill.in_flight as f64);
 }
 
 impl Default for MemoryStore {
@@ -185,12 +270,24 @@ impl MemoryStoreBuilder {
             let bytes = (record.response.weight() + ENTRY_BYTES) as u64;
             u32::try_from(bytes.max(floor)).unwrap_or(u32::MAX)
         };
+        let counts = Arc::new(Counts::new(self.max_entries, self.max_bytes));
+        let listener = {
+            let counts = Arc::clone(&counts);
+            move |_: Arc<StoreKey>, record: Completed, cause: RemovalCause| {
+                // Evicted for room while its TTL still ran: a result forgotten early.
+                if cause == RemovalCause::Size && record.expires_at > Instant::now() {
+                    let weight = (record.response.weight() + ENTRY_BYTES) as u64;
+                    counts.evicted(record.ttl, weight);
+                }
+            }
+        };
         let completed = Cache::builder()
             .max_capacity(self.max_bytes)
             .weigher(weigh)
             .eviction_policy(EvictionPolicy::lru())
             .expire_after(TtlPerRecord)
-            // No eviction listener: moka runs it inline and it cost 1.5 µs of every insert.
+            // The listener counts what was forgotten early; docs/benchmarks.md has its cost.
+            .eviction_listener(listener)
             .build_with_hasher(KeyedHash::default());
         MemoryStore {
             records: Arc::new(Records {
@@ -202,6 +299,7 @@ impl MemoryStoreBuilder {
                 }),
                 completed,
                 clock: Clock::start(),
+                counts,
             }),
         }
     }
@@ -397,6 +495,8 @@ impl MemoryStore {
         };
         self.records.completed.insert(*key, record);
         shard.records.remove(key);
+        drop(shard);
+        self.records.counts.completed();
         Ok(())
     }
 }
@@ -483,11 +583,15 @@ impl Clock {
 #[async_trait]
 impl Store for MemoryStore {
     async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        Ok(self.claim_sync(&claim))
+        let outcome = self.claim_sync(&claim);
+        self.observe();
+        Ok(outcome)
     }
 
     fn claim_now(&self, claim: Claim<'_>) -> Option<Result<ClaimOutcome, StoreError>> {
-        Some(Ok(self.claim_sync(&claim)))
+        let outcome = self.claim_sync(&claim);
+        self.observe();
+        Some(Ok(outcome))
     }
 
     async fn complete(
@@ -600,6 +704,25 @@ mod tests {
         )
     }
 
+    /// Completes `count` distinct keys with empty responses kept for `ttl`.
+    async fn flood_with_ttl(store: &MemoryStore, count: usize, ttl: Duration) {
+        let fingerprint = fingerprint();
+        let response = StoredResponse::new(StatusCode::OK, HeaderMap::new(), Bytes::new());
+        for _ in 0..count {
+            let (key, token) = (StoreKey::from_bytes(rand::random()), LeaseToken::random());
+            let claim = Claim {
+                key: &key,
+                fingerprint: &fingerprint,
+                token,
+                lease: ttl,
+                ttl,
+                resumable: None,
+            };
+            assert_eq!(store.claim(claim).await.unwrap(), ClaimOutcome::Claimed);
+            store.complete(&key, token, &response, ttl).await.unwrap();
+        }
+    }
+
     /// Completes `count` distinct keys with `body_len`-byte responses.
     async fn flood(store: &MemoryStore, count: usize, body_len: usize) {
         let fingerprint = fingerprint();
@@ -639,6 +762,31 @@ mod tests {
             kept >= 50,
             "{kept} records kept: the bound should be used, not emptied"
         );
+    }
+
+    #[tokio::test]
+    async fn a_full_store_counts_every_record_it_evicts_before_its_ttl() {
+        let store = MemoryStore::builder().max_entries(100).build();
+        flood(&store, 2_000, 10).await;
+        let fill = store.fill();
+        assert!(fill.records <= 100, "{fill:?}");
+        // Nothing expired and nothing was removed: whatever is gone was evicted early.
+        assert_eq!(fill.evicted_early, 2_000 - fill.records, "{fill:?}");
+        assert_eq!(fill.in_flight, 0);
+        assert_eq!(
+            (fill.max_entries, fill.max_bytes),
+            (100, MemoryStore::DEFAULT_MAX_BYTES)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_that_expired_are_not_counted_as_evicted_early() {
+        let store = MemoryStore::builder().max_entries(100).build();
+        flood_with_ttl(&store, 100, Duration::from_secs(1)).await;
+        tokio::time::advance(Duration::from_secs(2)).await;
+        flood_with_ttl(&store, 100, Duration::from_secs(3600)).await;
+        let fill = store.fill();
+        assert_eq!(fill.evicted_early, 0, "{fill:?}");
     }
 
     #[tokio::test]
