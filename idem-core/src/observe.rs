@@ -1,5 +1,6 @@
-//! What the runtime tells operators: a `tracing` event for each decision about a request,
-//! and counters through the `metrics` facade (feature `metrics`).
+//! What the runtime tells operators (docs/observability.md lists all of it): a `tracing` event
+//! for each decision about a request, the span each request runs in, the operator's removals,
+//! and metrics through the `metrics` facade (feature `metrics`).
 //!
 //! An event carries the outcome, the route (the matched template, or the path where no route
 //! matched) and, once the request has one, the first 16 hex digits of its [`StoreKey`] (`key`),
@@ -7,12 +8,14 @@
 //! is never passed here: a refusal records the slug of its problem type, never the header or
 //! the parser's message about it, since in a global scope the key is the client's secret. An
 //! error is logged with its whole `source()` chain. With the `metrics` feature every outcome
-//! increments `idem_requests_total{outcome, route}`. The crate docs list the outcomes with
-//! their levels, and a test below keeps that table and [`Outcome`] the same.
+//! increments `idem_requests_total{outcome, route}`. docs/observability.md lists the outcomes
+//! with their levels, the span's fields and the store calls, and the tests below keep those
+//! tables and this module the same.
 
-use std::{error::Error, fmt};
+use std::{cell::Cell, error::Error, fmt, future::Future};
 
-use tracing::Level;
+use axum::response::Response;
+use tracing::{Instrument, Level, Span, field::Empty};
 
 use crate::{
     scope::StoreKey,
@@ -88,6 +91,53 @@ impl Outcome {
     }
 }
 
+tokio::task_local! {
+    /// The last outcome recorded for the request whose flow is being polled: what its span's
+    /// `outcome` says once the flow has answered.
+    static LAST_OUTCOME: Cell<Option<Outcome>>;
+}
+
+/// The span of one request through the flow: `idempotency`, at `info`, with the fields
+/// [`SPAN_FIELDS`] lists. `route` is known at once, `key` once the request has a store key,
+/// `outcome` and `replayed` once the flow has answered; each is recorded once, so that a
+/// pipeline that turns fields into attributes (OpenTelemetry's) gets one value each.
+pub(crate) fn request_span(route: &str) -> Span {
+    tracing::info_span!(
+        "idempotency",
+        route,
+        key = Empty,
+        outcome = Empty,
+        replayed = Empty
+    )
+}
+
+/// The fields of a request's span, in the order of docs/observability.md.
+#[cfg(test)]
+pub(crate) const SPAN_FIELDS: [&str; 4] = ["route", "key", "outcome", "replayed"];
+
+/// Runs a request's flow in `span`, and records its last outcome there once it has answered.
+pub(crate) fn in_span(
+    span: Span,
+    flow: impl Future<Output = Response> + Send,
+) -> impl Future<Output = Response> + Send {
+    let recorded = span.clone();
+    LAST_OUTCOME
+        .scope(Cell::new(None), async move {
+            let response = flow.await;
+            if let Ok(Some(outcome)) = LAST_OUTCOME.try_with(Cell::get) {
+                recorded.record("outcome", outcome.as_str());
+                recorded.record("replayed", outcome == Outcome::Replayed);
+            }
+            response
+        })
+        .instrument(span)
+}
+
+/// Records the store key's prefix on the current request's span.
+pub(crate) fn span_key(key: &StoreKey) {
+    Span::current().record("key", tracing::field::display(KeyPrefix(key)));
+}
+
 /// Logs and counts one outcome. `detail` is a short reason, free of client data.
 pub(crate) fn record(
     outcome: Outcome,
@@ -96,6 +146,7 @@ pub(crate) fn record(
     detail: &dyn fmt::Display,
 ) {
     let name = outcome.as_str();
+    let _ = LAST_OUTCOME.try_with(|last| last.set(Some(outcome)));
     let key = key.map(|key| tracing::field::display(KeyPrefix(key)));
     match outcome.level() {
         Level::ERROR => tracing::error!(outcome = name, route, key, "idempotency: {detail}"),
@@ -344,25 +395,58 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn the_crate_docs_list_every_outcome_with_its_level() {
-        // The rows of the table under "# Logs": `| `outcome` | LEVEL | when |`.
-        let documented: Vec<(String, String)> = include_str!("lib.rs")
+    /// The rows of the table under `## heading` in docs/observability.md, as their cells.
+    fn documented(heading: &str) -> Vec<Vec<String>> {
+        include_str!("../../docs/observability.md")
             .lines()
-            .skip_while(|line| *line != "//! # Logs")
-            .take_while(|line| *line != "//! # Metrics")
-            .filter_map(|line| line.strip_prefix("//! | `"))
-            .filter_map(|row| {
-                let (outcome, rest) = row.split_once("` | ")?;
-                let (level, _) = rest.split_once(" | ")?;
-                Some((outcome.to_owned(), level.to_owned()))
+            .skip_while(|line| *line != format!("## {heading}"))
+            .skip(1)
+            .take_while(|line| !line.starts_with("## "))
+            .filter(|line| line.starts_with("| `"))
+            .map(|row| {
+                row.trim_matches('|')
+                    .split(" | ")
+                    .map(|cell| cell.trim().to_owned())
+                    .collect()
             })
+            .collect()
+    }
+
+    #[test]
+    fn the_docs_list_every_outcome_with_its_level() {
+        let documented: Vec<(String, String)> = documented("Outcomes")
+            .into_iter()
+            .map(|cells| (cells[0].trim_matches('`').to_owned(), cells[1].clone()))
             .collect();
         let actual: Vec<(String, String)> = every_outcome()
             .iter()
             .map(|outcome| (outcome.as_str().to_owned(), outcome.level().to_string()))
             .collect();
         assert_eq!(documented, actual);
+    }
+
+    #[test]
+    fn the_docs_list_every_span_field_and_store_call() {
+        let fields: Vec<String> = documented("Spans")
+            .into_iter()
+            .map(|cells| cells[0].trim_matches('`').to_owned())
+            .collect();
+        assert_eq!(fields, SPAN_FIELDS);
+        let metrics = documented("Metrics");
+        let calls = metrics
+            .iter()
+            .find(|cells| cells[0] == "`idem_store_call_seconds`")
+            .map(|cells| cells[2].clone())
+            .expect("the store calls' histogram is documented");
+        let ops: Vec<&str> = StoreOp::ALL.iter().map(|op| op.as_str()).collect();
+        let listed = format!(
+            "`op`: {}",
+            ops.iter()
+                .map(|op| format!("`{op}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        assert_eq!(calls, listed);
     }
 
     #[test]
