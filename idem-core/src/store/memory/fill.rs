@@ -35,8 +35,9 @@ const GAUGES_EVERY: Duration = Duration::from_secs(1);
 pub struct Fill {
     /// Completed records held.
     pub records: u64,
-    /// What they weigh, in bytes: the bound `max_bytes` counts this (each record weighs at
-    /// least `max_bytes / max_entries`, which is how the entry bound is kept).
+    /// What they occupy, in bytes: each record's
+    /// [`StoredResponse::weight`](crate::replay::StoredResponse::weight) and its cache entry,
+    /// the heap the bound `max_bytes` keeps them under.
     pub bytes: u64,
     /// Claims in flight (never evicted, and not bounded: as many as requests running).
     pub in_flight: u64,
@@ -54,6 +55,9 @@ pub(super) struct Counts {
     pub(super) max_bytes: u64,
     /// Completed records inserted since the store was built.
     completions: AtomicU64,
+    /// What the records held weigh: added when one is stored, taken off when moka lets it go
+    /// (evicted, expired, removed or replaced: its listener hears of each).
+    bytes: AtomicU64,
     /// Records evicted before their TTL, and what they weighed, since the store was built.
     evicted_early: AtomicU64,
     evicted_bytes: AtomicU64,
@@ -87,6 +91,7 @@ impl Counts {
             max_entries,
             max_bytes,
             completions: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
             evicted_early: AtomicU64::new(0),
             evicted_bytes: AtomicU64::new(0),
             evicted_ttl_ms: AtomicU64::new(0),
@@ -105,8 +110,18 @@ impl Counts {
         }
     }
 
-    /// A completed record was evicted because the store was full; `early` when its TTL had
-    /// not passed. Called by moka, inline in whichever call runs its maintenance.
+    /// A completed record weighing `weight` left the store, for whatever reason.
+    pub(super) fn left(&self, weight: u64) {
+        self.bytes.fetch_sub(weight, Ordering::Relaxed);
+    }
+
+    /// What the records held weigh.
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// A completed record was evicted because the store was full while its TTL ran. Called by
+    /// moka, inline in whichever call runs its maintenance.
     pub(super) fn evicted(&self, ttl: Duration, weight: u64) {
         self.evicted_early.fetch_add(1, Ordering::Relaxed);
         self.evicted_bytes.fetch_add(weight, Ordering::Relaxed);
@@ -116,10 +131,11 @@ impl Counts {
         metrics::counter!("idem_memory_evicted_early_total").increment(1);
     }
 
-    /// A completed record was stored. Warns if records were evicted early since the last
-    /// warning and the last one is a minute old (or there was none).
-    pub(super) fn completed(&self) {
+    /// A completed record weighing `weight` was stored. Warns if records were evicted early
+    /// since the last warning and the last one is a minute old (or there was none).
+    pub(super) fn completed(&self, weight: u64) {
         self.completions.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(weight, Ordering::Relaxed);
         let evicted = self.evicted_early.load(Ordering::Relaxed);
         if evicted != self.warned_up_to.load(Ordering::Relaxed) {
             self.maybe_warn(evicted);
@@ -206,6 +222,8 @@ impl Advice {
 
     fn warn(&self, counts: &Counts) {
         let per_second = self.completions as f64 / self.over.as_secs_f64().max(1.0);
+        // A tenth of a record a second says enough.
+        let per_second = (per_second * 10.0).round() / 10.0;
         tracing::warn!(
             evicted = self.evicted,
             over_secs = self.over.as_secs(),
@@ -251,17 +269,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_first_early_eviction_warns_at_once_and_then_once_a_minute() {
         let counts = Counts::new(50, 1 << 20);
-        counts.completed();
+        counts.completed(1_000);
         assert!(!counts.warnings_given(), "nothing was evicted");
         counts.evicted(Duration::from_secs(3600), 1_000);
-        counts.completed();
+        counts.completed(1_000);
         assert!(counts.warnings_given());
         let first = counts.warned.lock().unwrap().at;
         counts.evicted(Duration::from_secs(3600), 1_000);
-        counts.completed();
+        counts.completed(1_000);
         assert_eq!(counts.warned.lock().unwrap().at, first, "within the minute");
         tokio::time::advance(WARN_EVERY).await;
-        counts.completed();
+        counts.completed(1_000);
         assert!(counts.warned.lock().unwrap().at > first, "a minute later");
         assert_eq!(counts.evicted_early(), 2);
     }

@@ -121,6 +121,13 @@ struct Completed {
     expires_at: Instant,
 }
 
+impl Completed {
+    /// What the record occupies: its response and its cache entry.
+    fn weight(&self) -> u64 {
+        (self.response.weight() + ENTRY_BYTES) as u64
+    }
+}
+
 impl MemoryStore {
     /// The default bound on the number of completed records kept.
     pub const DEFAULT_MAX_ENTRIES: u64 = 100_000;
@@ -178,7 +185,7 @@ impl MemoryStore {
         let counts = &self.records.counts;
         Fill {
             records: self.records.completed.entry_count(),
-            bytes: self.records.completed.weighted_size(),
+            bytes: counts.bytes(),
             in_flight,
             evicted_early: counts.evicted_early(),
             max_entries: counts.max_entries,
@@ -267,16 +274,16 @@ impl MemoryStoreBuilder {
         // the byte bound also keeps the count of records at or under `max_entries`.
         let floor = (self.max_bytes / self.max_entries).max(1);
         let weigh = move |_: &StoreKey, record: &Completed| {
-            let bytes = (record.response.weight() + ENTRY_BYTES) as u64;
-            u32::try_from(bytes.max(floor)).unwrap_or(u32::MAX)
+            u32::try_from(record.weight().max(floor)).unwrap_or(u32::MAX)
         };
         let counts = Arc::new(Counts::new(self.max_entries, self.max_bytes));
         let listener = {
             let counts = Arc::clone(&counts);
             move |_: Arc<StoreKey>, record: Completed, cause: RemovalCause| {
+                let weight = record.weight();
+                counts.left(weight);
                 // Evicted for room while its TTL still ran: a result forgotten early.
                 if cause == RemovalCause::Size && record.expires_at > Instant::now() {
-                    let weight = (record.response.weight() + ENTRY_BYTES) as u64;
                     counts.evicted(record.ttl, weight);
                 }
             }
@@ -493,10 +500,11 @@ impl MemoryStore {
             ttl,
             expires_at: now + ttl,
         };
+        let weight = record.weight();
         self.records.completed.insert(*key, record);
         shard.records.remove(key);
         drop(shard);
-        self.records.counts.completed();
+        self.records.counts.completed(weight);
         Ok(())
     }
 }
@@ -772,6 +780,10 @@ mod tests {
         assert!(fill.records <= 100, "{fill:?}");
         // Nothing expired and nothing was removed: whatever is gone was evicted early.
         assert_eq!(fill.evicted_early, 2_000 - fill.records, "{fill:?}");
+        // What the records occupy (650 bytes for a 10-byte body and no header), not their
+        // share of the bound (671 KB each here).
+        let each = fill.bytes / fill.records;
+        assert!((600..1_000).contains(&each), "{fill:?}");
         assert_eq!(fill.in_flight, 0);
         assert_eq!(
             (fill.max_entries, fill.max_bytes),
