@@ -146,10 +146,8 @@ impl Runner {
         self.stats.clone()
     }
 
-    /// Checks the handler's policy ([`Policy::validate`]: a selection of fingerprint members
-    /// whose pointers cannot name one, say) and the broker's settings, then handles messages
-    /// until `shutdown` completes or the consumer ends: at most
-    /// [`concurrency`](Self::concurrency) at a time. At shutdown it
+    /// Checks the broker's settings, then handles messages until `shutdown` completes or the
+    /// consumer ends: at most [`concurrency`](Self::concurrency) at a time. At shutdown it
     /// stops taking messages, lets the running ones finish, and settles each (their results
     /// are stored before they are acknowledged). Call
     /// [`Idempotency::shutdown`](crate::Idempotency::shutdown) after it, before the process
@@ -160,12 +158,6 @@ impl Runner {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), RunnerError> {
         self.service.key().check()?;
-        // A policy the attribute built was checked where it compiled; one built otherwise is
-        // checked here, before any message is taken.
-        self.service
-            .policy()
-            .validate()
-            .map_err(|error| RunnerError::Refused(format!("the handler's policy: {error}")))?;
         let needs = requirements(&self.service.policy());
         source.check(needs).await?;
         let door = Door::new(
