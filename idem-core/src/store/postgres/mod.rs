@@ -69,7 +69,9 @@
 //!   concurrent change; after 5 attempts the claim fails with an error rather than guess.
 //!
 //! Completion, renewal and release are single statements fenced by `key`, `lease_token` and
-//! `state = 'in_flight'` (rule 5); zero rows answer [`StoreError::LeaseLost`]. Time is the
+//! `state = 'in_flight'` (rule 5); zero rows answer [`StoreError::LeaseLost`]. An operator's
+//! look-up is one `SELECT` of the row's state and times (and the first bytes of its response,
+//! never the rest), its removal one `DELETE` of the row whatever holds it (rules 14 and 15). Time is the
 //! database's (`clock_timestamp()`), so all instances agree on leases and TTLs.
 //!
 //! # Transactional mode
