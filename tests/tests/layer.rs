@@ -91,8 +91,7 @@ async fn a_member_left_out_of_the_fingerprint_is_not_the_request() {
 
     let refused = IdempotencyLayer::try_new(idem, global().fingerprint_omit(&["clientTimestamp"]));
     let error = refused
-        .err()
-        .expect("a pointer without `/` is refused")
+        .expect_err("a pointer without `/` is refused")
         .to_string();
     assert!(
         error.contains("`clientTimestamp` is not a JSON Pointer"),

@@ -75,8 +75,8 @@ pub fn router() -> Router<Shop> {
     Router::new().route("/admin/idempotency-keys", get(look_up).delete(remove))
 }
 
-/// The query of both routes; every member is checked by [`address`], so that a missing one
-/// is named in the answer.
+/// The query of both routes. Every member is optional here and checked before the store is
+/// asked, so that the answer names the one missing.
 #[derive(Debug, Deserialize)]
 pub struct KeyQuery {
     user: Option<String>,
@@ -93,7 +93,7 @@ async fn look_up(
 ) -> Response {
     let address = match authorize(&shop, &headers).and_then(|()| address(query)) {
         Ok(address) => address,
-        Err(refusal) => return refusal,
+        Err(refusal) => return refusal.into_response(),
     };
     match idem.look_up(&address).await {
         Ok(Some(held)) => Json(describe(&held)).into_response(),
@@ -110,7 +110,7 @@ async fn remove(
 ) -> Response {
     let address = match authorize(&shop, &headers).and_then(|()| address(query)) {
         Ok(address) => address,
-        Err(refusal) => return refusal,
+        Err(refusal) => return refusal.into_response(),
     };
     match idem.remove(&address, "the shop's admin API").await {
         Ok(Some(_)) => StatusCode::NO_CONTENT.into_response(),
@@ -120,7 +120,7 @@ async fn remove(
 }
 
 /// Nothing but the token opens the API: 401 otherwise, before the query is read.
-fn authorize(shop: &Shop, headers: &HeaderMap) -> Result<(), Response> {
+fn authorize(shop: &Shop, headers: &HeaderMap) -> Result<(), ShopProblem> {
     let offered = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -134,28 +134,24 @@ fn authorize(shop: &Shop, headers: &HeaderMap) -> Result<(), Response> {
         _ => Err(ShopProblem::new(
             ShopProblemKind::AdminUnauthorized,
             "send `Authorization: Bearer <SHOP_ADMIN_TOKEN>`",
-        )
-        .into_response()),
+        )),
     }
 }
 
 /// The record the query names, or 400 naming what is wrong with it.
-fn address(query: Result<Query<KeyQuery>, QueryRejection>) -> Result<RecordAddress, Response> {
+fn address(query: Result<Query<KeyQuery>, QueryRejection>) -> Result<RecordAddress, ShopProblem> {
     let invalid = |detail: String| ShopProblem::new(ShopProblemKind::InvalidQuery, detail);
-    let Query(query) = query.map_err(|error| invalid(error.body_text()).into_response())?;
+    let Query(query) = query.map_err(|error| invalid(error.body_text()))?;
     let required = |value: Option<String>, name: &str, example: &str| {
-        value.ok_or_else(|| {
-            invalid(format!("`{name}` is required, as in `{name}={example}`")).into_response()
-        })
+        value.ok_or_else(|| invalid(format!("`{name}` is required, as in `{name}={example}`")))
     };
     let method = required(query.method, "method", "POST")?;
     let route = required(query.route, "route", "/payments")?;
     let key = required(query.key, "key", "8e03978e-40d5-43e8-bc93-6894a57f9324")?;
     let method = Method::from_bytes(method.as_bytes())
-        .map_err(|_| invalid(format!("`{method}` is not an HTTP method")).into_response())?;
-    let key = IdempotencyKey::new(&key).map_err(|error| {
-        invalid(format!("`key` is not an Idempotency-Key: {error}")).into_response()
-    })?;
+        .map_err(|_| invalid(format!("`{method}` is not an HTTP method")))?;
+    let key = IdempotencyKey::new(&key)
+        .map_err(|error| invalid(format!("`key` is not an Idempotency-Key: {error}")))?;
     let (scope, principal) = match query.user {
         None => (Scope::Global, None),
         Some(user) => {
@@ -164,13 +160,12 @@ fn address(query: Result<Query<KeyQuery>, QueryRejection>) -> Result<RecordAddre
                     "`user` is a user id: 1 to 64 characters of letters, digits, `_` and `-`"
                         .to_owned(),
                 )
-                .into_response()
             })?;
             (Scope::User, Some(Principal::new(user.id())))
         }
     };
     RecordAddress::new(scope, principal, method, route, key)
-        .map_err(|error| invalid(error.to_string()).into_response())
+        .map_err(|error| invalid(error.to_string()))
 }
 
 fn nothing_held() -> Response {

@@ -85,7 +85,7 @@
 //!     keeps the record's expiry (at least its lease from now): an operation that never
 //!     completes is forgotten a TTL after its first claim, however often it is resumed.
 //! 13. **Durable resumption** (stores of [`StepSupport::Durable`] only). A claim's
-//!     [`Resumable`](steps::Resumable) request is kept with the in-flight record until it
+//!     [`Resumable`] request is kept with the in-flight record until it
 //!     completes or is released, and [`due`](Store::due) answers the in-flight records that
 //!     keep one, whose lease has lapsed, and whose time has come: `resume_in` after their
 //!     last suspension, or `after` past the lapse of a lease that was never suspended. `due`

@@ -149,7 +149,7 @@ impl MemoryStore {
     }
 
     /// How full the store is, and how many records it evicted before their TTL: what to size
-    /// it by (see [`fill`](self::fill) and docs/observability.md). Runs the cache's pending
+    /// it by (see [`fill`] and docs/observability.md). Runs the cache's pending
     /// maintenance first, so the figures are exact; with the feature `metrics` it also sets the
     /// store's gauges, which a service calls before each scrape for exact figures.
     ///
