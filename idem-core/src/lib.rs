@@ -75,60 +75,18 @@
 //! in `docs/contract.md`, section by section, each with a link to where `docs/design.md` or
 //! this crate explains how it is done.
 //!
-//! # Logs
+//! # Logs, metrics and spans
 //!
-//! The runtime logs through `tracing`. Every decision about a request is one event with the
-//! message `idempotency: <what happened>` and the fields `outcome`, `route` (the matched route
-//! template, or the request's path where no route matched) and, once the request has a store
-//! key, `key`: the first 16 hex digits of the [`StoreKey`], by which an operator finds the
-//! record in Redis or PostgreSQL. The client's `Idempotency-Key` value is never logged (in a
-//! global scope it is the client's secret); a refusal logs the slug of its problem type, not
-//! the header. A store error is logged with its whole `source()` chain. The `outcome`, and
-//! the level it is logged at:
-//!
-//! | outcome | level | when |
-//! | --- | --- | --- |
-//! | `claimed` | DEBUG | the key was claimed and the handler runs |
-//! | `completed` | DEBUG | the handler's response was stored |
-//! | `replayed` | DEBUG | a stored response was answered |
-//! | `unrecorded` | DEBUG | the request ran without a record (no key and none required, or the store failed under `on_store_error = "run"`) |
-//! | `conflict` | INFO | the first request with the key is still in flight: 409 |
-//! | `mismatch` | INFO | the key was used for another request: 422 |
-//! | `released` | INFO | the key was released (5xx, `NoStore`, a rejection, a panic), so a retry runs again |
-//! | `refused` | INFO | refused before the store was asked: no key, a malformed key, no principal, a body over the limit or unreadable |
-//! | `resumed` | INFO | the key was taken over from an operation of several steps that stopped part-way: it resumes after its recorded steps |
-//! | `suspended` | INFO | an operation of several steps stopped part-way: it keeps its steps, and resumes |
-//! | `store_error` | WARN | a store call failed or timed out |
-//! | `fenced` | WARN | a result came after another request had taken its key over, and was not stored |
-//! | `panicked` | ERROR | the handler panicked: 500 |
-//! | `lost` | ERROR | a handler ran and its result could not be stored: a retry may run it again |
-//! | `steps_changed` | ERROR | a run did not match the steps recorded for its operation: 500 `steps-changed`, and the operation is not resumed on its own |
-//!
-//! Besides these: a WARN, once per runtime, the first time a request has no principal for its
-//! key's scope (with `route` and `scope`, and how to give requests one); an ERROR from an
-//! `#[idempotent]` handler called without the runtime installed (`route`), from a request
-//! dropped outside a tokio runtime, and from a background store write (a completion or a
-//! release being retried) that has no tokio runtime left to run on (`route`); with `postgres`, an ERROR or a WARN when the `Tx`
-//! extractor is misconfigured or cannot begin its transaction, a WARN when a sweep of expired
-//! records fails, and a DEBUG with the number a sweep deleted (`deleted`); with `client`, an
-//! INFO for each retry (`method`, `path`, `attempts`, `met`, `wait`), a WARN when it gives up,
-//! and a DEBUG for the final answer. A message [`Runner`](message::Runner) logs each message
-//! it settles ([`message`], *Logs*).
-//!
-//! # Metrics
-//!
-//! With the feature `metrics`, through the `metrics` facade (install any recorder):
-//!
-//! | counter | labels | counts |
-//! | --- | --- | --- |
-//! | `idem_requests_total` | `outcome` (the values above), `route` (as logged) | every decision about a request, as logged |
-//! | `idem_postgres_swept_records_total` | none | expired records a `PostgresStore` sweep deleted (with `postgres`) |
-//! | `idem_redis_durability_shortfalls_total` | `call` (`claim`, `complete`) | claims and completions a `RedisStore` wrote that did not reach their durability target in time (with `redis`) |
-//!
-//! One request counts several outcomes on its way: a first request `claimed` then
-//! `completed`, a retry `replayed`. The `route` label is the route template, so its values
-//! are as many as the routes; a layer that wraps a whole router from outside, where no route
-//! has matched yet, labels with the request's path instead, one value per path.
+//! The runtime logs through `tracing`: every decision about a request is one event with the
+//! message `idempotency: <what happened>` and the fields `outcome`, `route` and `key` (the
+//! first 16 hex digits of the [`StoreKey`], never the client's `Idempotency-Key`). Each keyed
+//! request runs in a span, `idempotency`, with the fields `route`, `key`, `outcome` and
+//! `replayed`. With the feature `metrics`, through the `metrics` facade (install any
+//! recorder): `idem_requests_total{outcome, route}`, `idem_store_call_seconds{op}`, the
+//! memory store's early evictions and gauges, and a few counters of the stores.
+//! `docs/observability.md` lists every event with its level and fields, every metric with its
+//! labels and every span field, and tests keep it true. An operator looks a key up and removes
+//! it through [`Idempotency::look_up`] and [`Idempotency::remove`].
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(hidden)]
@@ -172,7 +130,7 @@ pub use crate::{
     policy::{OnConflict, OnStoreError, Policy},
     problem::{Problem, ProblemKind},
     replay::NoStore,
-    runtime::{Idempotency, IdempotencyBuilder, ResumeError, Resumer},
+    runtime::{AddressError, Idempotency, IdempotencyBuilder, RecordAddress, ResumeError, Resumer},
     scope::{Principal, ResolvePrincipal, Scope, StoreKey},
     store::{MemoryStore, Store},
 };

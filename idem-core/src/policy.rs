@@ -18,7 +18,11 @@ use std::time::Duration;
 
 use http::HeaderName;
 
-use crate::{fingerprint::FingerprintMode, key::KeySyntax, scope::Scope};
+use crate::{
+    fingerprint::{FingerprintMode, Members, MembersError},
+    key::KeySyntax,
+    scope::Scope,
+};
 
 /// What a request does when the first request with its key is still in flight.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,6 +67,7 @@ pub struct Policy {
     pub(crate) on_store_error: OnStoreError,
     pub(crate) store_server_errors: bool,
     pub(crate) fingerprint: FingerprintMode,
+    pub(crate) fingerprint_members: Members,
     pub(crate) key_syntax: KeySyntax,
     pub(crate) max_stored_body: usize,
     pub(crate) replay_set_cookie: bool,
@@ -98,6 +103,16 @@ pub enum PolicyError {
         "the custom scope name `{0}` is reserved: use `Scope::User` or `Scope::Global`, or another name"
     )]
     ReservedScopeName(&'static str),
+    /// A selection of the fingerprint's JSON members that cannot do what it says (see
+    /// [`Members::validate`]).
+    #[error("the fingerprint's members: {0}")]
+    Members(MembersError),
+    /// A selection of JSON members on a route whose fingerprint hashes every body as bytes.
+    #[error(
+        "`fingerprint_omit` and `fingerprint_only` select JSON members, and `fingerprint` is \
+         `raw`, which hashes every body as bytes: use one or the other"
+    )]
+    MembersOfRawBody,
 }
 
 impl PolicyError {
@@ -130,6 +145,12 @@ impl PolicyError {
                 "invalid idempotency policy: the custom scope names `user` and `global` are \
                  reserved; use the built-in scope of that name, or another name"
             }
+            Self::Members(error) => error.summary(),
+            Self::MembersOfRawBody => {
+                "invalid idempotency policy: `fingerprint_omit` and `fingerprint_only` select \
+                 JSON members, and `fingerprint = \"raw\"` hashes every body as bytes: use one \
+                 or the other"
+            }
         }
     }
 }
@@ -155,6 +176,7 @@ impl Policy {
             on_store_error: OnStoreError::Fail,
             store_server_errors: false,
             fingerprint: FingerprintMode::Json,
+            fingerprint_members: Members::All,
             key_syntax: KeySyntax::Lenient,
             max_stored_body: Self::DEFAULT_MAX_STORED_BODY,
             replay_set_cookie: false,
@@ -217,6 +239,35 @@ impl Policy {
         self
     }
 
+    /// Leaves the JSON members these pointers (RFC 6901) name out of the fingerprint: a
+    /// request that differs from the first only there is the same request, and is replayed.
+    /// For members that are not the request, as a client's timestamp or a trace id; a change
+    /// of a member left out is ignored without a word (see
+    /// [`fingerprint::members`](crate::fingerprint::members), which says what it risks).
+    /// Replaces a selection set before.
+    ///
+    /// ```
+    /// use idem_core::Policy;
+    ///
+    /// const PAYMENTS: Policy = Policy::new().fingerprint_omit(&["/clientTimestamp", "/trace/id"]);
+    /// assert!(PAYMENTS.validate().is_ok());
+    /// // A pointer that cannot name a member is refused.
+    /// assert!(Policy::new().fingerprint_omit(&["clientTimestamp"]).validate().is_err());
+    /// ```
+    pub const fn fingerprint_omit(mut self, pointers: &'static [&'static str]) -> Self {
+        self.fingerprint_members = Members::Omit(pointers);
+        self
+    }
+
+    /// Fingerprints only the JSON members these pointers name, as Powertools' payload
+    /// validation does: a request that differs from the first anywhere else is the same
+    /// request. Everything else is ignored, a member the API gains later included. Replaces
+    /// a selection set before.
+    pub const fn fingerprint_only(mut self, pointers: &'static [&'static str]) -> Self {
+        self.fingerprint_members = Members::Only(pointers);
+        self
+    }
+
     /// Which spellings of the key are accepted.
     pub const fn key_syntax(mut self, syntax: KeySyntax) -> Self {
         self.key_syntax = syntax;
@@ -276,9 +327,10 @@ impl Policy {
     }
 
     /// Checks that the policy can work: positive TTL, lease and wait, a TTL no shorter than
-    /// the lease, and a custom scope name of lowercase letters, digits, `_` and `-` that is
+    /// the lease, a custom scope name of lowercase letters, digits, `_` and `-` that is
     /// neither `user` nor `global` (`Scope::Custom("user")` would share its keys with
-    /// `Scope::User`).
+    /// `Scope::User`), and a selection of the fingerprint's members whose every pointer can
+    /// name a member ([`Members::validate`]), on a route whose fingerprint reads JSON.
     ///
     /// These are the rules of `#[idempotent]` too: an annotated handler with an invalid
     /// policy does not compile, and `IdempotencyLayer::new` refuses one.
@@ -318,6 +370,14 @@ impl Policy {
                 ttl: self.ttl,
                 lease: self.lease,
             });
+        }
+        if let Err(error) = self.fingerprint_members.validate() {
+            return Err(PolicyError::Members(error));
+        }
+        if !matches!(self.fingerprint_members, Members::All)
+            && matches!(self.fingerprint, FingerprintMode::Raw)
+        {
+            return Err(PolicyError::MembersOfRawBody);
         }
         if let Scope::Custom(name) = self.scope {
             return validate_scope_name(name);
@@ -383,6 +443,7 @@ mod tests {
         assert_eq!(policy.on_store_error, OnStoreError::Fail);
         assert!(!policy.store_server_errors);
         assert_eq!(policy.fingerprint, FingerprintMode::Json);
+        assert_eq!(policy.fingerprint_members, Members::All);
         assert_eq!(policy.key_syntax, KeySyntax::Lenient);
         assert!(!policy.replay_set_cookie);
         assert_eq!(policy.resume_after, None);
@@ -419,6 +480,26 @@ mod tests {
                 lease: Duration::from_secs(60)
             })
         );
+    }
+
+    #[test]
+    fn validate_checks_the_fingerprint_members() {
+        assert_eq!(Policy::new().fingerprint_omit(&["/ts"]).validate(), Ok(()));
+        assert_eq!(
+            Policy::new().fingerprint_only(&["/a", "/a"]).validate(),
+            Err(PolicyError::Members(MembersError::Repeated("/a")))
+        );
+        assert_eq!(
+            Policy::new()
+                .fingerprint(FingerprintMode::Raw)
+                .fingerprint_omit(&["/ts"])
+                .validate(),
+            Err(PolicyError::MembersOfRawBody)
+        );
+        let last = Policy::new()
+            .fingerprint_omit(&["/ts"])
+            .fingerprint_only(&["/amount"]);
+        assert_eq!(last.fingerprint_members, Members::Only(&["/amount"]));
     }
 
     #[test]

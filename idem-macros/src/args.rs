@@ -48,6 +48,8 @@ arguments! {
     on_conflict: default r#""reject""#, example r#"on_conflict = "wait(5s)""#;
     store_server_errors: default "false", example "store_server_errors = true";
     fingerprint: default r#""json""#, example r#"fingerprint = "raw""#;
+    fingerprint_omit: default "[]", example r#"fingerprint_omit = ["/clientTimestamp"]"#;
+    fingerprint_only: default "[]", example r#"fingerprint_only = ["/amount", "/currency"]"#;
     on_store_error: default r#""fail""#, example r#"on_store_error = "run""#;
     key_syntax: default r#""lenient""#, example r#"key_syntax = "strict""#;
     resume_after: default r#""off""#, example r#"resume_after = "30s""#;
@@ -92,6 +94,8 @@ pub(crate) struct Args {
     pub(crate) on_conflict: Option<Given<OnConflict>>,
     pub(crate) store_server_errors: Option<Given<bool>>,
     pub(crate) fingerprint: Option<Given<Choice>>,
+    pub(crate) fingerprint_omit: Option<Given<Pointers>>,
+    pub(crate) fingerprint_only: Option<Given<Pointers>>,
     pub(crate) on_store_error: Option<Given<Choice>>,
     pub(crate) key_syntax: Option<Given<Choice>>,
     /// `None` inside: `"off"`, written out.
@@ -129,6 +133,12 @@ pub(crate) enum OnConflict {
     Reject,
     Wait(Millis),
 }
+
+/// JSON Pointers to members of a body, each checked to be one: `/`, then tokens in which `~`
+/// is `~0` or `~1`. Which lists can work (no pointer twice, none inside another) is
+/// `Policy::validate`'s to say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pointers(pub(crate) Vec<String>);
 
 /// Request header names, checked: lowercase, and none that carries credentials.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,6 +271,10 @@ impl Reader {
             self.read::<kw::on_conflict, _>(input, &mut args.on_conflict, on_conflict)
         } else if input.peek(kw::store_server_errors) {
             self.read::<kw::store_server_errors, _>(input, &mut args.store_server_errors, boolean)
+        } else if input.peek(kw::fingerprint_omit) {
+            self.read::<kw::fingerprint_omit, _>(input, &mut args.fingerprint_omit, pointers)
+        } else if input.peek(kw::fingerprint_only) {
+            self.read::<kw::fingerprint_only, _>(input, &mut args.fingerprint_only, pointers)
         } else if input.peek(kw::fingerprint) {
             self.read::<kw::fingerprint, _>(input, &mut args.fingerprint, choice(&FINGERPRINT))
         } else if input.peek(kw::on_store_error) {
@@ -361,6 +375,17 @@ impl Reader {
                 resume_after.span,
                 "`resume_after` does not apply to a message handler: the broker's redelivery \
                  resumes an interrupted message; remove `resume_after`",
+            ));
+        }
+        // `[]` is the default, no selection: it goes with the other.
+        if let (Some(omit), Some(only)) = (&args.fingerprint_omit, &args.fingerprint_only)
+            && !omit.value.0.is_empty()
+            && !only.value.0.is_empty()
+        {
+            self.names.push(syn::Error::new(
+                only.span,
+                "give `fingerprint_omit` or `fingerprint_only`, not both: one leaves the members \
+                 it names out of the fingerprint, the other keeps only those",
             ));
         }
         let mut errors = self.names;
@@ -516,6 +541,59 @@ fn header_names(value: &Expr, about: About) -> syn::Result<HeaderNames> {
         }
     }
     errors.finish(HeaderNames(names))
+}
+
+/// `["/a", "/b/0"]`: JSON Pointers to members, each refused on its literal when it cannot be
+/// one.
+fn pointers(value: &Expr, about: About) -> syn::Result<Pointers> {
+    let Expr::Array(array) = unwrap_group(value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "expected a list of JSON Pointers for `{}`, as in `{}`",
+                about.name, about.example
+            ),
+        ));
+    };
+    let mut pointers = Vec::new();
+    let mut errors = Errors::default();
+    for element in &array.elems {
+        let Some(Lit::Str(literal)) = literal(element) else {
+            errors.push(syn::Error::new_spanned(
+                element,
+                format!(
+                    "expected a JSON Pointer in quotes, as in `{}`",
+                    about.example
+                ),
+            ));
+            continue;
+        };
+        let pointer = literal.value();
+        let escapes_valid = pointer
+            .split('~')
+            .skip(1)
+            .all(|after| after.starts_with('0') || after.starts_with('1'));
+        if !pointer.starts_with('/') {
+            errors.push(syn::Error::new_spanned(
+                literal,
+                format!(
+                    "`{pointer}` is not a JSON Pointer to a member; start it with `/`, as in \
+                     `/{pointer}`"
+                ),
+            ));
+        } else if !escapes_valid {
+            errors.push(syn::Error::new_spanned(
+                literal,
+                format!(
+                    "`{pointer}` is not a JSON Pointer: write `~` as `~0`, and `/` within a \
+                     member's name as `~1`"
+                ),
+            ));
+        } else {
+            pointers.push(pointer);
+        }
+    }
+    errors.finish(Pointers(pointers))
 }
 
 fn scope(value: &Expr, about: About) -> syn::Result<Scope> {
@@ -719,7 +797,7 @@ mod tests {
             all,
             [
                 "unknown argument `tll`; expected one of `ttl`, `scope`, `required`, `lease`, \
-                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `resume_after`, `keep_headers`, `key`",
+                 `on_conflict`, `store_server_errors`, `fingerprint`, `fingerprint_omit`, `fingerprint_only`, `on_store_error`, `key_syntax`, `resume_after`, `keep_headers`, `key`",
                 "repeated argument `ttl`; give each argument at most once",
                 "unit `x` is not supported in the duration `1x`; use `ms`, `s`, `m`, `h` or `d`",
                 r#"invalid `scope` value `users`; expected `"user"`, `"global"` or `"custom(<name>)"`"#,
@@ -735,7 +813,7 @@ mod tests {
             errors(quote!(ttl::x = "1h")),
             [
                 "unknown argument `ttl::x`; expected one of `ttl`, `scope`, `required`, `lease`, \
-                 `on_conflict`, `store_server_errors`, `fingerprint`, `on_store_error`, `key_syntax`, `resume_after`, `keep_headers`, `key`"
+                 `on_conflict`, `store_server_errors`, `fingerprint`, `fingerprint_omit`, `fingerprint_only`, `on_store_error`, `key_syntax`, `resume_after`, `keep_headers`, `key`"
             ]
         );
     }
@@ -844,6 +922,37 @@ mod tests {
             errors(quote!(key = body("/id"))),
             [
                 r#"expected `header("<name>")` or `json("<pointer>")` for `key`, as in `key = header("Nats-Msg-Id")`"#
+            ]
+        );
+    }
+
+    #[test]
+    fn fingerprint_members_are_json_pointers_and_one_kind_at_a_time() {
+        let omit = |tokens| value(parse(tokens).unwrap().fingerprint_omit);
+        assert_eq!(
+            omit(quote!(fingerprint_omit = ["/clientTimestamp", "/a~1b/0"])),
+            Some(Pointers(vec!["/clientTimestamp".into(), "/a~1b/0".into()]))
+        );
+        assert_eq!(
+            errors(quote!(fingerprint_omit = ["clientTimestamp", "/a~2"])),
+            [
+                "`clientTimestamp` is not a JSON Pointer to a member; start it with `/`, as in \
+                 `/clientTimestamp`",
+                "`/a~2` is not a JSON Pointer: write `~` as `~0`, and `/` within a member's \
+                 name as `~1`",
+            ]
+        );
+        assert_eq!(
+            errors(quote!(fingerprint_only = "/amount")),
+            [
+                r#"expected a list of JSON Pointers for `fingerprint_only`, as in `fingerprint_only = ["/amount", "/currency"]`"#
+            ]
+        );
+        assert_eq!(
+            errors(quote!(fingerprint_omit = ["/a"], fingerprint_only = ["/b"])),
+            [
+                "give `fingerprint_omit` or `fingerprint_only`, not both: one leaves the members \
+                 it names out of the fingerprint, the other keeps only those"
             ]
         );
     }

@@ -75,6 +75,8 @@ use proc_macro::TokenStream;
 /// | `on_conflict` | `"reject"`: 409 at once; `"wait(<duration>)"`: wait for the first result | `"reject"` |
 /// | `store_server_errors` | `false`: a 5xx releases the key; `true`: it is stored and replayed | `false` |
 /// | `fingerprint` | `"json"`: canonical JSON (key order ignored), multipart forms by their parts (boundary ignored); `"raw"`: the body bytes | `"json"` |
+/// | `fingerprint_omit` | JSON Pointers of members left out of the fingerprint, as `["/clientTimestamp"]`: a retry that differs only there is replayed | `[]` |
+/// | `fingerprint_only` | JSON Pointers of the only members fingerprinted, as `["/amount", "/currency"]` (not with `fingerprint_omit`) | `[]` |
 /// | `on_store_error` | `"fail"`: 503 when the store is down; `"run"`: run without idempotency | `"fail"` |
 /// | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
 /// | `resume_after` | `"off"`, or a duration: the service resumes an operation of several steps that nobody took over within it | `"off"` |
@@ -85,6 +87,9 @@ use proc_macro::TokenStream;
 /// `d`: `"250ms"`, `"90s"`, `"1h 30m"`, `"7d"`. It must be positive, and `ttl` at least as
 /// long as `lease`. A custom scope name is lowercase letters, digits, `_` and `-`, and
 /// neither `user` nor `global`. Its principal comes from the runtime's `ResolvePrincipal`.
+/// A JSON Pointer of `fingerprint_omit` or `fingerprint_only` starts with `/` and writes `~`
+/// as `~0`; none is given twice or inside another, and neither goes with `fingerprint =
+/// "raw"` (`idem_core::fingerprint::members` says what a selection risks).
 ///
 /// These rules are `Policy::validate`'s, which the layer applies too: a handler whose policy
 /// breaks one does not compile, and the error (`evaluation panicked: invalid idempotency

@@ -13,7 +13,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
 use crate::args::{
-    Args, Argument, Choice, Given, HeaderNames, MessageKey, Millis, OnConflict, Scope, kw,
+    Args, Argument, Choice, Given, HeaderNames, MessageKey, Millis, OnConflict, Pointers, Scope, kw,
 };
 
 /// The policy expression: the setters come in the order of the fields of [`Args`], whatever
@@ -27,6 +27,8 @@ pub(crate) fn policy(args: &Args) -> TokenStream {
         on_conflict,
         store_server_errors,
         fingerprint,
+        fingerprint_omit,
+        fingerprint_only,
         on_store_error,
         key_syntax,
         resume_after,
@@ -42,6 +44,8 @@ pub(crate) fn policy(args: &Args) -> TokenStream {
         setter::<kw::on_conflict>(on_conflict),
         setter::<kw::store_server_errors>(store_server_errors),
         setter::<kw::fingerprint>(fingerprint),
+        pointers_setter::<kw::fingerprint_omit>(fingerprint_omit),
+        pointers_setter::<kw::fingerprint_only>(fingerprint_only),
         setter::<kw::on_store_error>(on_store_error),
         setter::<kw::key_syntax>(key_syntax),
         resume_setter(resume_after),
@@ -85,6 +89,15 @@ fn resume_setter(given: &Option<Given<Option<Millis>>>) -> TokenStream {
             span: *span,
         })),
         _ => TokenStream::new(),
+    }
+}
+
+/// `.fingerprint_omit(&[..])` or `.fingerprint_only(&[..])`; nothing for `[]`, the default
+/// (no selection), or an argument not given.
+fn pointers_setter<K: Argument>(given: &Option<Given<Pointers>>) -> TokenStream {
+    match given {
+        Some(Given { value, .. }) if value.0.is_empty() => TokenStream::new(),
+        _ => setter::<K>(given),
     }
 }
 
@@ -152,6 +165,14 @@ impl Expression for HeaderNames {
                 [#(::idem_core::__private::HeaderName::from_static(#names)),*];
             &__IDEM_KEEP_HEADERS
         })
+    }
+}
+
+impl Expression for Pointers {
+    /// `&["/a", "/b"]`: a constant can refer to a slice of string literals.
+    fn expression(&self, span: Span) -> TokenStream {
+        let pointers = self.0.iter();
+        quote_spanned!(span=> &[#(#pointers),*])
     }
 }
 

@@ -28,6 +28,8 @@ with_defaults!(
     on_conflict = "reject",
     store_server_errors = false,
     fingerprint = "json",
+    fingerprint_omit = [],
+    fingerprint_only = [],
     on_store_error = "fail",
     key_syntax = "lenient",
     resume_after = "off",
@@ -110,6 +112,24 @@ fn every_argument_reaches_the_policy() {
         .keep_headers(&KEPT);
     assert_eq!(every_argument.policy(), expected);
     assert_eq!(every_argument.policy().validate(), Ok(()));
+}
+
+#[idempotent(fingerprint_omit = ["/clientTimestamp", "/trace/id"])]
+async fn omitting() {}
+
+#[idempotent(fingerprint_only = ["/amount"])]
+async fn keeping_only() {}
+
+#[test]
+fn fingerprint_members_reach_the_policy() {
+    assert_eq!(
+        omitting.policy(),
+        Policy::new().fingerprint_omit(&["/clientTimestamp", "/trace/id"])
+    );
+    assert_eq!(
+        keeping_only.policy(),
+        Policy::new().fingerprint_only(&["/amount"])
+    );
 }
 
 #[idempotent(scope = "global", ttl = "1d", lease = "250ms")]

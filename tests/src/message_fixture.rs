@@ -112,6 +112,16 @@ pub async fn by_event_id(
     effects.act(&event).await
 }
 
+/// Keys on the event's `id` member, and leaves its `sentAt` out of the fingerprint: the same
+/// event sent again at another time is a duplicate, not a poison message.
+#[idempotent(key = json("/id"), lease = "1s", ttl = "1h", fingerprint_omit = ["/sentAt"])]
+pub async fn by_event_id_whenever_sent(
+    State(effects): State<Effects>,
+    Json(event): Json<Event>,
+) -> Result<(), MessageError> {
+    effects.act(&event).await
+}
+
 /// Keys on the publisher's message id, `Nats-Msg-Id`.
 #[idempotent(key = header("Nats-Msg-Id"), lease = "1s", ttl = "1h")]
 pub async fn by_message_id(

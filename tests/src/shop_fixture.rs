@@ -102,7 +102,7 @@ impl TestShop {
 
     /// The shop on `backend`.
     pub async fn on(backend: Backend, settings: Settings) -> Self {
-        let shop = Shop::new(backend.ledger.clone(), settings);
+        let shop = Shop::on(&backend, settings, None);
         let idem = backend.idem.clone();
         let server = Server::start(shop::app(shop.clone(), idem.clone()), idem.clone()).await;
         let api = Api::new(&server);

@@ -69,6 +69,36 @@ fn request(key: Option<&str>, body: &str) -> Request {
 
 const BODY: &str = r#"{"amount":9800,"currency":"JPY"}"#;
 
+/// A layer whose policy leaves `/clientTimestamp` out of the fingerprint replays a retry that
+/// differs only there, and refuses one that differs anywhere else; one whose pointer cannot
+/// name a member is refused when it is built.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_left_out_of_the_fingerprint_is_not_the_request() {
+    let (idem, counter) = (Idempotency::default(), Counter::default());
+    let policy = global().fingerprint_omit(&["/clientTimestamp"]);
+    let app = app(&idem, policy, &counter);
+    let body = |stamp: &str, amount: u32| {
+        json!({ "amount": amount, "currency": "JPY", "clientTimestamp": stamp }).to_string()
+    };
+    let first = send(&app, request(Some("k-ts"), &body("10:00:00", 9800))).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let retry = send(&app, request(Some("k-ts"), &body("10:00:07", 9800))).await;
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    let changed = send(&app, request(Some("k-ts"), &body("10:00:07", 9801))).await;
+    assert_eq!(changed.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(counter.runs(), 1);
+
+    let refused = IdempotencyLayer::try_new(idem, global().fingerprint_omit(&["clientTimestamp"]));
+    let error = refused
+        .expect_err("a pointer without `/` is refused")
+        .to_string();
+    assert!(
+        error.contains("`clientTimestamp` is not a JSON Pointer"),
+        "{error}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retry_replays_the_first_response_and_runs_nothing() {
     let (idem, counter) = (Idempotency::default(), Counter::default());

@@ -290,6 +290,11 @@ async fn records_are_laid_out_as_documented() {
         "lease ends {lease_left} ms from the server's now"
     );
     assert!(!fields.contains_key("response"));
+    let since: i64 = text("since").parse().unwrap();
+    assert!(
+        (0..=1_000).contains(&(server_now - since)),
+        "claimed {since}, the server's now {server_now}"
+    );
     let pttl: i64 = side.pttl(&redis_key).await.unwrap();
     assert!(
         (599_000..=600_000).contains(&pttl),
@@ -304,8 +309,16 @@ async fn records_are_laid_out_as_documented() {
         side.hgetall(&redis_key).await.unwrap();
     let mut names: Vec<_> = fields.keys().map(String::as_str).collect();
     names.sort_unstable();
-    assert_eq!(names, ["fp", "response", "state", "token", "v"]);
+    assert_eq!(names, ["at", "fp", "response", "state", "token", "v"]);
     assert_eq!(fields["state"], b"done");
+    let stored_at: i64 = String::from_utf8(fields["at"].clone())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (0..=1_000).contains(&(stored_at - since)),
+        "stored {stored_at}, claimed {since}"
+    );
     assert_eq!(fields["response"], response().encode().unwrap());
     let pttl: i64 = side.pttl(&redis_key).await.unwrap();
     assert!(

@@ -241,24 +241,48 @@ pub struct Backend {
     pub ledger: Ledger,
     /// What keeps the idempotency records, for the start-up message.
     pub records: String,
+    /// The idempotency records' store when they are in this process's memory, for
+    /// `GET /metrics` to ask how full it is.
+    pub memory_store: Option<MemoryStore>,
     sweeper: Option<SweeperHandle>,
 }
 
 impl Backend {
     /// Everything in this process's memory: the default, which needs no service.
     pub fn memory() -> Self {
+        Self::in_memory(MemoryStore::default())
+    }
+
+    /// Everything in this process's memory, the idempotency records in `store`.
+    pub fn in_memory(store: MemoryStore) -> Self {
+        let bound = store.fill().max_entries;
         Self {
-            idem: Idempotency::new(MemoryStore::default()),
+            idem: Idempotency::new(store.clone()),
             ledger: Ledger::memory(),
-            records: "MemoryStore (in this process)".to_owned(),
+            records: format!(
+                "MemoryStore (in this process, at most {bound} records: SHOP_MEMORY_MAX_ENTRIES)"
+            ),
+            memory_store: Some(store),
             sweeper: None,
         }
     }
 
     /// Opens the store `choice` names, creating its tables if needed.
     pub async fn open(choice: &StoreChoice) -> Result<Self, BackendError> {
+        Self::open_with(choice, None).await
+    }
+
+    /// Opens the store `choice` names, a memory store bounded at `memory_max_entries` records
+    /// (its default, 100,000, with `None`).
+    pub async fn open_with(
+        choice: &StoreChoice,
+        memory_max_entries: Option<u64>,
+    ) -> Result<Self, BackendError> {
         match choice {
-            StoreChoice::Memory => Ok(Self::memory()),
+            StoreChoice::Memory => Ok(match memory_max_entries {
+                None => Self::memory(),
+                Some(bound) => Self::in_memory(MemoryStore::builder().max_entries(bound).build()),
+            }),
             StoreChoice::Redis(redis) => {
                 let mut backend = Self::open_redis(redis).await.map_err(BackendError::Redis)?;
                 backend.records = match redis.durability {
@@ -334,6 +358,7 @@ impl Backend {
             idem: Idempotency::new(store),
             ledger: Ledger::memory(),
             records: "RedisStore".to_owned(),
+            memory_store: None,
             sweeper: None,
         }
     }
@@ -350,6 +375,7 @@ impl Backend {
             idem: Idempotency::new(store),
             ledger: Ledger::Postgres(ledger),
             records: "PostgresStore".to_owned(),
+            memory_store: None,
             sweeper: Some(sweeper),
         })
     }

@@ -19,12 +19,14 @@
 //! | the longest records are kept | | `SHOP_MAX_TTL_MS` | unset: each route's TTL (24 h for payments) |
 //! | how long an abandoned transfer waits for its client | | `SHOP_RESUME_AFTER_MS` | `5000` (the route's own) |
 //! | NATS with JetStream (payment events, receipts) | | `SHOP_NATS_URL` | none: no broker |
+//! | the admin API's token | | `SHOP_ADMIN_TOKEN` | unset: no admin API |
+//! | the memory store's bound on records | | `SHOP_MEMORY_MAX_ENTRIES` | `100000` |
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
 use idem_core::store::redis::Durability;
 
-use crate::{ConnectionLimits, Settings, backend::StoreChoice};
+use crate::{ConnectionLimits, Settings, admin::AdminToken, backend::StoreChoice};
 
 /// The default listen address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -72,6 +74,12 @@ environment:
   SHOP_RESUME_AFTER_MS    how long a transfer that stopped part-way (the shop died, the
                           bank did not confirm) waits for its user's retry before the
                           shop finishes it itself (default 5000)
+  SHOP_ADMIN_TOKEN        turns the admin API on (GET and DELETE /admin/idempotency-keys,
+                          with Authorization: Bearer <token>); at least 16 characters
+                          (default: unset, no admin API)
+  SHOP_MEMORY_MAX_ENTRIES with the memory store: the most completed records it keeps; past
+                          it, the oldest are forgotten before their TTL, and the log and
+                          GET /metrics say so (default 100000)
   SHOP_NATS_URL           NATS with JetStream, as nats://127.0.0.1:4222: each payment is
                           published on shop.payments.created (stream SHOP, created when
                           missing) and a receipts consumer writes one receipt per payment
@@ -101,6 +109,8 @@ pub struct Config {
     pub resume_after: Option<Duration>,
     /// NATS with JetStream, for the payment events and the receipts consumer.
     pub nats_url: Option<String>,
+    /// The most completed records a memory store keeps, if not its default.
+    pub memory_max_entries: Option<u64>,
 }
 
 /// What the command line asked for.
@@ -240,7 +250,40 @@ impl Config {
             refund_delay: millis("SHOP_REFUND_DELAY_MS", Settings::DEFAULT_REFUND_DELAY)?,
             webhook_secret: var("SHOP_WEBHOOK_SECRET")
                 .unwrap_or_else(|| Settings::DEFAULT_WEBHOOK_SECRET.to_owned()),
+            admin_token: match var("SHOP_ADMIN_TOKEN") {
+                None => None,
+                Some(token) if token.trim().is_empty() => None,
+                Some(token) => Some(AdminToken::new(&token).ok_or_else(|| {
+                    ConfigError(
+                        "SHOP_ADMIN_TOKEN must be at least 16 visible characters (no spaces), \
+                         as from `openssl rand -hex 16`"
+                            .into(),
+                    )
+                })?),
+            },
             ..Settings::default()
+        };
+        let memory_max_entries = match var("SHOP_MEMORY_MAX_ENTRIES") {
+            None => None,
+            Some(value) => {
+                let bound = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|&bound: &u64| bound > 0)
+                    .ok_or_else(|| {
+                        ConfigError(format!(
+                            "SHOP_MEMORY_MAX_ENTRIES={value:?} is not a number of records (1 or more)"
+                        ))
+                    })?;
+                if store != StoreChoice::Memory {
+                    return Err(ConfigError(format!(
+                        "SHOP_MEMORY_MAX_ENTRIES is set but IDEM_STORE={store} is not the memory \
+                         store; unset it"
+                    )));
+                }
+                Some(bound)
+            }
         };
         let bank_down = match var("SHOP_BANK_DOWN").as_deref().map(str::trim) {
             None | Some("" | "0" | "false") => false,
@@ -286,6 +329,7 @@ impl Config {
             max_ttl,
             resume_after,
             nats_url,
+            memory_max_entries,
         })))
     }
 }
@@ -464,6 +508,25 @@ mod tests {
     }
 
     #[test]
+    fn variables_turn_the_admin_api_on_and_bound_the_memory_store() {
+        let defaults = config(&[], &[]);
+        assert_eq!(defaults.settings.admin_token, None);
+        assert_eq!(defaults.memory_max_entries, None);
+        let config = config(
+            &[],
+            &[
+                ("SHOP_ADMIN_TOKEN", "adm_0123456789abcdef"),
+                ("SHOP_MEMORY_MAX_ENTRIES", "50"),
+            ],
+        );
+        assert_eq!(
+            config.settings.admin_token,
+            AdminToken::new("adm_0123456789abcdef")
+        );
+        assert_eq!(config.memory_max_entries, Some(50));
+    }
+
+    #[test]
     fn a_variable_caps_the_records_ttl() {
         assert_eq!(config(&[], &[]).max_ttl, None);
         let config = config(&[], &[("SHOP_MAX_TTL_MS", "2000")]);
@@ -532,6 +595,16 @@ mod tests {
                 &[],
                 &[("SHOP_BANK_URL", "127.0.0.1:4000")],
                 "not an http:// URL",
+            ),
+            (&[], &[("SHOP_ADMIN_TOKEN", "secret")], "at least 16"),
+            (&[], &[("SHOP_MEMORY_MAX_ENTRIES", "0")], "1 or more"),
+            (
+                &[],
+                &[
+                    ("IDEM_STORE", "redis://127.0.0.1:6379"),
+                    ("SHOP_MEMORY_MAX_ENTRIES", "50"),
+                ],
+                "not the memory store",
             ),
         ] {
             let error = parse(args, vars).unwrap_err();

@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
 pub mod auth;
 pub mod backend;
 pub mod bank;
@@ -30,6 +31,7 @@ pub mod events;
 pub mod health;
 pub mod json;
 pub mod ledger;
+pub mod metrics;
 pub mod model;
 pub mod openapi;
 pub mod payments;
@@ -48,7 +50,7 @@ use axum::{
     middleware,
     routing::{get, post},
 };
-use idem_core::Idempotency;
+use idem_core::{Idempotency, MemoryStore};
 
 use crate::{
     auth::User,
@@ -81,6 +83,8 @@ pub struct Settings {
     pub webhook_secret: String,
     /// The largest request body accepted, in bytes.
     pub body_limit: usize,
+    /// The token of the admin API (`SHOP_ADMIN_TOKEN`); `None`: no admin API (404).
+    pub admin_token: Option<admin::AdminToken>,
 }
 
 impl Settings {
@@ -106,6 +110,7 @@ impl Default for Settings {
             refund_delay: Self::DEFAULT_REFUND_DELAY,
             webhook_secret: Self::DEFAULT_WEBHOOK_SECRET.to_owned(),
             body_limit: Self::DEFAULT_BODY_LIMIT,
+            admin_token: None,
         }
     }
 }
@@ -123,6 +128,9 @@ struct Inner {
     mailer: Mailer,
     settings: Settings,
     events: Option<Events>,
+    /// The idempotency records' store, when they are in this process's memory: `GET /metrics`
+    /// asks it how full it is.
+    memory_store: Option<MemoryStore>,
 }
 
 impl Shop {
@@ -132,8 +140,25 @@ impl Shop {
         Self::with_events(ledger, settings, None)
     }
 
+    /// The shop on `backend`: its data in the backend's ledger, and, when its records are in
+    /// memory, the memory store watched by `GET /metrics`. It publishes its payments on
+    /// `events`, if any.
+    pub fn on(backend: &Backend, settings: Settings, events: Option<Events>) -> Self {
+        let memory_store = backend.memory_store.clone();
+        Self::build(backend.ledger.clone(), settings, events, memory_store)
+    }
+
     /// A shop that publishes its payments as events on `events` (see [`events`]).
     pub fn with_events(ledger: Ledger, settings: Settings, events: Option<Events>) -> Self {
+        Self::build(ledger, settings, events, None)
+    }
+
+    fn build(
+        ledger: Ledger,
+        settings: Settings,
+        events: Option<Events>,
+        memory_store: Option<MemoryStore>,
+    ) -> Self {
         let bank = Bank::new(
             settings.transfer_delay,
             settings.refund_delay,
@@ -151,6 +176,7 @@ impl Shop {
                 mailer: Mailer::default(),
                 settings,
                 events,
+                memory_store,
             }),
         }
     }
@@ -179,6 +205,11 @@ impl Shop {
     pub fn events(&self) -> Option<&Events> {
         self.inner.events.as_ref()
     }
+
+    /// The memory store of the idempotency records, when they are in this process.
+    pub fn memory_store(&self) -> Option<&MemoryStore> {
+        self.inner.memory_store.as_ref()
+    }
 }
 
 impl fmt::Debug for Shop {
@@ -194,8 +225,9 @@ impl fmt::Debug for Shop {
 ///
 /// Routes that act for a user sit behind an authentication layer, so that a request without
 /// credentials is answered 401 before anything else (before a missing key's 400, say). The
-/// webhook authenticates by its signature instead; `/healthz`, `/openapi.json` and the problem
-/// catalogue (`/problems/idempotency`) are open.
+/// webhook authenticates by its signature instead, the admin API (with `SHOP_ADMIN_TOKEN`) by
+/// its token; `/healthz`, `/metrics`, `/openapi.json` and the problem catalogue
+/// (`/problems/idempotency`) are open.
 pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let body_limit = shop.settings().body_limit;
     let users = Router::new()
@@ -220,14 +252,23 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let machines = Router::new()
         .route("/webhooks/bank", post(webhooks::bank_webhook))
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::openapi_json))
         // Where the `type` of idem's Problem Details leads: what each refusal means.
         .route(
             idem_core::problem::CATALOGUE_PATH,
             get(idem_core::problem::catalogue),
         );
+    // The recorder is the process's, installed before any request can count.
+    metrics::handle();
+    // Off unless `SHOP_ADMIN_TOKEN` is set: then its paths are like any unknown one, 404.
+    let admin = match shop.settings().admin_token {
+        Some(_) => admin::router(),
+        None => Router::new(),
+    };
     users
         .merge(machines)
+        .merge(admin)
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(shop)

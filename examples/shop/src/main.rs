@@ -60,7 +60,7 @@ fn init_logs() {
 }
 
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
-    let backend = Backend::open(&config.store)
+    let backend = Backend::open_with(&config.store, config.memory_max_entries)
         .await?
         .with_runtime(config.max_ttl, config.resume_after);
     let events = match &config.nats_url {
@@ -73,11 +73,7 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     };
     let listener = shop::server::bind(config.addr, "--addr HOST:PORT or SHOP_ADDR")?;
     let addr = listener.local_addr()?;
-    let shop = Shop::with_events(
-        backend.ledger.clone(),
-        config.settings.clone(),
-        events.clone(),
-    );
+    let shop = Shop::on(&backend, config.settings.clone(), events.clone());
     shop.bank().set_down(config.bank_down);
     // Before the banner: from the moment it says the shop listens, SIGTERM means a graceful
     // shutdown.
@@ -144,6 +140,11 @@ fn banner(addr: &str, backend: &Backend, config: &Config) -> String {
             "\nidempotency records are kept {} ms at most (SHOP_MAX_TTL_MS)",
             max_ttl.as_millis()
         ));
+    }
+    if config.settings.admin_token.is_some() {
+        bank.push_str(
+            "\nthe admin API is on: GET and DELETE /admin/idempotency-keys (SHOP_ADMIN_TOKEN)",
+        );
     }
     if let Some(url) = &config.nats_url {
         bank.push_str(&format!(

@@ -31,6 +31,12 @@ pub struct NewPayment {
     /// ISO 4217 code: 3 capital letters.
     #[schema(pattern = "^[A-Z]{3}$", example = "JPY")]
     pub currency: String,
+    /// When the client made the request, in its own words (at most 64 characters). Not part
+    /// of the payment, and not of the request either: a retry with another timestamp is the
+    /// same payment (the route leaves `/clientTimestamp` out of its idempotency fingerprint).
+    #[serde(rename = "clientTimestamp", default)]
+    #[schema(max_length = 64, example = "2026-12-01T10:00:00Z")]
+    pub client_timestamp: Option<String>,
 }
 
 impl Validate for NewPayment {
@@ -38,6 +44,16 @@ impl Validate for NewPayment {
         let mut errors = Vec::new();
         rules::amount(&mut errors, "amount", self.amount);
         rules::currency(&mut errors, "currency", &self.currency);
+        if self
+            .client_timestamp
+            .as_ref()
+            .is_some_and(|stamp| stamp.chars().count() > 64)
+        {
+            errors.push(FieldError::new(
+                "clientTimestamp",
+                "must be at most 64 characters",
+            ));
+        }
         rules::verdict(errors)
     }
 }
@@ -49,7 +65,8 @@ pub type Created<T> = (StatusCode, [(header::HeaderName, String); 1], Json<T>);
 ///
 /// Send a new `Idempotency-Key` for each payment and the same key when you retry it: the
 /// retry gets the first answer (with `Idempotent-Replayed: true`) and you are charged once.
-/// Keys are the caller's own, and are remembered for 24 hours.
+/// Keys are the caller's own, and are remembered for 24 hours. `clientTimestamp` is not
+/// compared: a retry that sends another one gets the first answer.
 #[utoipa::path(
     post,
     path = "/payments",
@@ -72,7 +89,15 @@ pub type Created<T> = (StatusCode, [(header::HeaderName, String); 1], Json<T>);
 // because a payment is where a reader looks for them. `lease = "10s"`: a shop that dies
 // mid-payment blocks its key for 10 seconds rather than a minute; a payment that takes longer
 // keeps its key, since the runtime renews the lease while the handler runs.
-#[idempotent(ttl = "24h", scope = "user", lease = "10s")]
+// `fingerprint_omit`: a client that stamps each attempt with its clock sends a retry whose
+// body differs only there; it is the same payment, replayed, where a change of the amount or
+// the currency is still 422.
+#[idempotent(
+    ttl = "24h",
+    scope = "user",
+    lease = "10s",
+    fingerprint_omit = ["/clientTimestamp"]
+)]
 pub async fn create_payment(
     State(shop): State<Shop>,
     user: User,
@@ -94,6 +119,7 @@ pub async fn create_payment(
         .insert_payment(&mut tx, user.id(), &payment)
         .await?;
     tracing::info!(user = user.id(), payment = %payment.id, amount = payment.amount, "payment made");
+    crate::metrics::payment_created();
     let location = format!("/payments/{}", payment.id);
     Ok((
         StatusCode::CREATED,

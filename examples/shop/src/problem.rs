@@ -61,11 +61,18 @@ pub enum ShopProblemKind {
     /// 503: the shop cannot take the connection now (every slot is taken, or it is shutting
     /// down). The answer carries `Retry-After`.
     Unavailable,
+    /// 401: an admin request without `Authorization: Bearer <SHOP_ADMIN_TOKEN>`, or with
+    /// another token.
+    AdminUnauthorized,
+    /// 400: an admin request's query misses a member or has an invalid one.
+    InvalidQuery,
+    /// 404: idem holds nothing for the key an admin request names.
+    KeyNotHeld,
 }
 
 impl ShopProblemKind {
     /// Every kind, for the tests that keep the README and the OpenAPI document complete.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 18] = [
         Self::Unauthenticated,
         Self::InvalidBody,
         Self::UnsupportedMediaType,
@@ -81,17 +88,25 @@ impl ShopProblemKind {
         Self::Internal,
         Self::TooManyHeaders,
         Self::Unavailable,
+        Self::AdminUnauthorized,
+        Self::InvalidQuery,
+        Self::KeyNotHeld,
     ];
 
     /// The status code of this kind.
     pub const fn status(self) -> StatusCode {
         match self {
-            Self::Unauthenticated | Self::InvalidSignature => StatusCode::UNAUTHORIZED,
-            Self::InvalidBody | Self::RefundExceedsPayment => StatusCode::BAD_REQUEST,
-            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::RouteNotFound | Self::PaymentNotFound | Self::TransferNotFound => {
-                StatusCode::NOT_FOUND
+            Self::Unauthenticated | Self::InvalidSignature | Self::AdminUnauthorized => {
+                StatusCode::UNAUTHORIZED
             }
+            Self::InvalidBody | Self::RefundExceedsPayment | Self::InvalidQuery => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::RouteNotFound
+            | Self::PaymentNotFound
+            | Self::TransferNotFound
+            | Self::KeyNotHeld => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::BankUnavailable | Self::BankRefused => StatusCode::BAD_GATEWAY,
             Self::AccountClosed => StatusCode::UNPROCESSABLE_ENTITY,
@@ -119,6 +134,9 @@ impl ShopProblemKind {
             Self::Internal => "The shop failed",
             Self::TooManyHeaders => "Too many header lines",
             Self::Unavailable => "The shop cannot take the connection now",
+            Self::AdminUnauthorized => "The admin token is missing or wrong",
+            Self::InvalidQuery => "The query is invalid",
+            Self::KeyNotHeld => "Nothing is held for this key",
         }
     }
 
@@ -140,6 +158,9 @@ impl ShopProblemKind {
             Self::Internal => "internal",
             Self::TooManyHeaders => "too-many-headers",
             Self::Unavailable => "unavailable",
+            Self::AdminUnauthorized => "admin-unauthorized",
+            Self::InvalidQuery => "invalid-query",
+            Self::KeyNotHeld => "key-not-held",
         }
     }
 
@@ -280,6 +301,12 @@ impl IntoResponse for ShopProblem {
                 headers.insert(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"shop\""),
+                );
+            }
+            ShopProblemKind::AdminUnauthorized => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"shop admin\""),
                 );
             }
             ShopProblemKind::Unavailable => {

@@ -119,6 +119,11 @@ async fn the_binary_explains_its_settings() {
 /// Runs the binary with `vars` and its default log filter until it listens, stops it with
 /// SIGTERM, and answers what it wrote to stderr, a pipe as when it logs to a file.
 async fn logs_of_a_run(vars: &[(&str, &str)]) -> String {
+    logs_of(vars, async |_| {}).await
+}
+
+/// [`logs_of_a_run`], doing `work` with the shop's address while it serves.
+async fn logs_of(vars: &[(&str, &str)], work: impl AsyncFnOnce(&str)) -> String {
     let mut command = Command::new(env!("CARGO_BIN_EXE_shop"));
     command
         .env_remove("IDEM_STORE")
@@ -143,6 +148,7 @@ async fn logs_of_a_run(vars: &[(&str, &str)]) -> String {
     // Once it answers, it is serving, and its SIGTERM handler is in place.
     let health = reqwest::get(format!("{address}/healthz")).await.unwrap();
     assert_eq!(health.status(), 200);
+    work(address).await;
     let pid = child.id().unwrap().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().await;
     assert!(killed.unwrap().success());
@@ -152,6 +158,64 @@ async fn logs_of_a_run(vars: &[(&str, &str)]) -> String {
         .unwrap();
     assert!(output.status.success(), "{}", output.status);
     String::from_utf8(output.stderr).unwrap()
+}
+
+/// With `SHOP_MEMORY_MAX_ENTRIES=50`, 200 fresh payments evict 150 records before their TTL:
+/// `GET /metrics` counts them among the shop's own series, and the log warns with the bound
+/// it would take.
+#[tokio::test]
+async fn a_memory_store_past_its_bound_says_so_in_its_metrics_and_its_log() {
+    let mut metrics = String::new();
+    let logs = logs_of(&[("SHOP_MEMORY_MAX_ENTRIES", "50")], async |address| {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap();
+        for n in 0..200 {
+            let paid = client
+                .post(format!("{address}/payments"))
+                .bearer_auth("alice")
+                .header("idempotency-key", format!("bound-test-{n}"))
+                .json(&json!({ "amount": 9800, "currency": "JPY" }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(paid.status(), 201);
+        }
+        let answer = client
+            .get(format!("{address}/metrics"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.headers()["content-type"], shop::metrics::TEXT_FORMAT);
+        metrics = answer.text().await.unwrap();
+    })
+    .await;
+    let value = |series: &str| {
+        shop::metrics::value_of(&metrics, series)
+            .unwrap_or_else(|| panic!("{series} is not in:\n{metrics}"))
+    };
+    assert!(
+        value("idem_memory_evicted_early_total") >= 150.0,
+        "{metrics}"
+    );
+    assert!(value("idem_memory_records") <= 50.0, "{metrics}");
+    assert_eq!(value("shop_payments_created_total"), 200.0);
+    assert_eq!(
+        value("idem_requests_total{outcome=\"completed\",route=\"/payments\"}"),
+        200.0
+    );
+    assert!(
+        metrics.contains("idem_store_call_seconds_bucket{op=\"claim\""),
+        "{metrics}"
+    );
+    let warning = logs
+        .lines()
+        .find(|line| line.contains("WARN") && line.contains("the memory store evicted"))
+        .unwrap_or_else(|| panic!("no warning in:\n{logs}"));
+    assert!(warning.contains("records per second × TTL"), "{warning}");
+    assert!(warning.contains("max_entries=50"), "{warning}");
 }
 
 /// Logs written to a pipe (or a file) are plain text: no terminal colour codes.

@@ -44,6 +44,13 @@
 //! part in order, a `1` byte, the part's length and its bytes, then a `0` byte, the length of
 //! what follows the close delimiter (nothing, or a CRLF) and those bytes.
 //!
+//! # Members left out
+//!
+//! A route may leave named JSON members out of its fingerprint, or fingerprint only the members
+//! it names ([`Members`], JSON Pointers): a client timestamp or a trace id that changes with
+//! each retry is then not a different request. [`members`] says what is hashed then, and what
+//! it risks.
+//!
 //! # Which bodies are canonicalized
 //!
 //! In [`FingerprintMode::Json`] a body is canonicalized when its `Content-Type` is
@@ -177,6 +184,7 @@
 //! it is retried after the upgrade, for the rest of its TTL; every other key is unaffected.
 
 mod jcs;
+pub mod members;
 mod multipart;
 
 use std::fmt;
@@ -184,7 +192,10 @@ use std::fmt;
 use http::{HeaderMap, Method, header::CONTENT_TYPE};
 use sha2::{Digest, Sha256};
 
-pub use self::jcs::{canonicalize_json, canonicalize_json_bytes};
+pub use self::{
+    jcs::{canonicalize_json, canonicalize_json_bytes},
+    members::{Members, MembersError},
+};
 
 /// Separates these digests from any other SHA-256 use of the same bytes.
 const DOMAIN: &[u8] = b"idem-fingerprint";
@@ -217,11 +228,14 @@ pub enum FingerprintAlgorithm {
     /// SHA-256 over method, target and the parts of a `multipart/form-data` body, without its
     /// boundary. Tag byte `3`.
     MultipartSha256V1,
+    /// SHA-256 over method, target, a selection of JSON members and the canonical form of
+    /// what it selects (see [`members`]). Tag byte `4`.
+    JcsMembersSha256V1,
 }
 
 impl FingerprintAlgorithm {
-    /// The name used in the text form of a fingerprint: `jcs-sha256-v1`, `raw-sha256-v1` or
-    /// `multipart-sha256-v1`.
+    /// The name used in the text form of a fingerprint: `jcs-sha256-v1`, `raw-sha256-v1`,
+    /// `multipart-sha256-v1` or `jcs-members-sha256-v1`.
     ///
     /// ```
     /// use idem_core::fingerprint::FingerprintAlgorithm;
@@ -233,6 +247,7 @@ impl FingerprintAlgorithm {
             Self::JcsSha256V1 => "jcs-sha256-v1",
             Self::RawSha256V1 => "raw-sha256-v1",
             Self::MultipartSha256V1 => "multipart-sha256-v1",
+            Self::JcsMembersSha256V1 => "jcs-members-sha256-v1",
         }
     }
 
@@ -241,6 +256,7 @@ impl FingerprintAlgorithm {
             Self::JcsSha256V1 => 1,
             Self::RawSha256V1 => 2,
             Self::MultipartSha256V1 => 3,
+            Self::JcsMembersSha256V1 => 4,
         }
     }
 
@@ -249,6 +265,7 @@ impl FingerprintAlgorithm {
             1 => Some(Self::JcsSha256V1),
             2 => Some(Self::RawSha256V1),
             3 => Some(Self::MultipartSha256V1),
+            4 => Some(Self::JcsMembersSha256V1),
             _ => None,
         }
     }
@@ -297,9 +314,30 @@ impl Fingerprint {
         body: &[u8],
         mode: FingerprintMode,
     ) -> Self {
+        Self::compute_members(method, target, headers, body, mode, &Members::All)
+    }
+
+    /// [`compute`](Self::compute), covering only the JSON `members` selected of a JSON body
+    /// (see [`members`]). Any other body, and every body under [`FingerprintMode::Raw`], is
+    /// fingerprinted as [`compute`](Self::compute) does.
+    pub fn compute_members(
+        method: &Method,
+        target: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        mode: FingerprintMode,
+        members: &Members,
+    ) -> Self {
         jcs::with_buffers(|buffers| {
+            let json = mode == FingerprintMode::Json && !body.is_empty() && is_json(headers);
+            if json
+                && *members != Members::All
+                && let Some(fingerprint) = selected(method, target, body, members, buffers)
+            {
+                return fingerprint;
+            }
             let jcs::Buffers { out, scratch } = buffers;
-            if mode == FingerprintMode::Json && !body.is_empty() && is_json(headers) {
+            if json && *members == Members::All {
                 let algorithm = FingerprintAlgorithm::JcsSha256V1;
                 write_header(algorithm, method, target, out);
                 let body_start = out.len();
@@ -357,8 +395,9 @@ impl Fingerprint {
     /// A compact encoding for stores: one tag byte, then the digest.
     ///
     /// The tag byte is `1` for [`FingerprintAlgorithm::JcsSha256V1`], `2` for
-    /// [`FingerprintAlgorithm::RawSha256V1`] and `3` for
-    /// [`FingerprintAlgorithm::MultipartSha256V1`]; these values are stored and will not change.
+    /// [`FingerprintAlgorithm::RawSha256V1`], `3` for
+    /// [`FingerprintAlgorithm::MultipartSha256V1`] and `4` for
+    /// [`FingerprintAlgorithm::JcsMembersSha256V1`]; these values are stored and will not change.
     pub fn to_bytes(&self) -> [u8; 33] {
         let mut bytes = [0; 33];
         bytes[0] = self.algorithm.tag();
@@ -398,6 +437,33 @@ impl fmt::Debug for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
+}
+
+/// The fingerprint of a JSON body under a selection of its members, or `None` when the body
+/// has no canonical form (it is then hashed as bytes, as without a selection).
+fn selected(
+    method: &Method,
+    target: &str,
+    body: &[u8],
+    members: &Members,
+    buffers: &mut jcs::Buffers,
+) -> Option<Fingerprint> {
+    let jcs::Buffers { out, scratch } = buffers;
+    out.clear();
+    // The canonicalizer refuses what has no canonical form (a repeated member name); what it
+    // writes reads back as the document.
+    let document: Option<serde_json::Value> = jcs::canonicalize_bytes(body, out, scratch)
+        .ok()
+        .and_then(|()| serde_json::from_slice(out).ok());
+    out.clear();
+    let document = document?;
+    let algorithm = FingerprintAlgorithm::JcsMembersSha256V1;
+    write_header(algorithm, method, target, out);
+    members.write(document, out)?;
+    Some(Fingerprint {
+        algorithm,
+        digest: Sha256::digest(&out).into(),
+    })
 }
 
 /// Writes what precedes the body in the hashed input: the domain, the tag byte, the method and
@@ -500,6 +566,7 @@ mod tests {
             FingerprintAlgorithm::JcsSha256V1,
             FingerprintAlgorithm::RawSha256V1,
             FingerprintAlgorithm::MultipartSha256V1,
+            FingerprintAlgorithm::JcsMembersSha256V1,
         ] {
             assert_eq!(
                 FingerprintAlgorithm::from_tag(algorithm.tag()),
@@ -507,7 +574,8 @@ mod tests {
             );
         }
         assert_eq!(FingerprintAlgorithm::MultipartSha256V1.tag(), 3);
+        assert_eq!(FingerprintAlgorithm::JcsMembersSha256V1.tag(), 4);
         assert_eq!(FingerprintAlgorithm::from_tag(0), None);
-        assert_eq!(FingerprintAlgorithm::from_tag(4), None);
+        assert_eq!(FingerprintAlgorithm::from_tag(5), None);
     }
 }

@@ -63,12 +63,13 @@ pub(super) async fn admit(
         .uri
         .path_and_query()
         .map_or("/", |target| target.as_str());
-    let fingerprint = Fingerprint::compute(
+    let fingerprint = Fingerprint::compute_members(
         &parts.method,
         target,
         &parts.headers,
         &body,
         policy.fingerprint,
+        &policy.fingerprint_members,
     );
     Ok(Admission::Keyed(Keyed {
         parts,

@@ -47,7 +47,7 @@ use self::{
     execute::Execution,
 };
 use crate::{
-    context::IdempotencyContext, policy::Policy, replay::NoStore, runtime::Idempotency,
+    context::IdempotencyContext, observe, policy::Policy, replay::NoStore, runtime::Idempotency,
     scope::Route,
 };
 
@@ -100,10 +100,10 @@ pub(crate) fn start(
 ) -> RequestFuture {
     let tasks = idem.tasks().clone();
     let policy = idem.applied(policy);
-    RequestFuture::detachable(
-        async move { handle(&idem, &policy, request, endpoint).await },
-        &tasks,
-    )
+    let route = Route::of(request.extensions(), request.uri());
+    let span = observe::request_span(route.as_str());
+    let flow = async move { handle(&idem, &policy, request, route, endpoint).await };
+    RequestFuture::detachable(observe::in_span(span, flow), &tasks)
 }
 
 /// Takes a request through the whole sequence (see the [module docs](self)) and answers it.
@@ -111,9 +111,9 @@ async fn handle<E: Endpoint>(
     idem: &Idempotency,
     policy: &Policy,
     mut request: Request,
+    route: Route,
     endpoint: E,
 ) -> Response {
-    let route = Route::of(request.extensions(), request.uri());
     let early_context =
         E::CHECKS_READ_CONTEXT.then(|| context_in(request.extensions_mut(), idem, policy));
     let Keyed {
@@ -150,6 +150,7 @@ async fn handle<E: Endpoint>(
         ))
     });
     drop(principal);
+    observe::span_key(&store_key);
     let mut prepared = match endpoint.prepare(head, parts, body).await {
         Ok(prepared) => prepared,
         Err(rejection) => return rejection,

@@ -161,6 +161,32 @@ pub(super) fn check(response: &StoredResponse) -> Result<(), EncodeError> {
     write(response, &mut Length(0))
 }
 
+/// The length of what [`encode`] writes, without writing it.
+pub(super) fn encoded_len(response: &StoredResponse) -> Result<usize, EncodeError> {
+    let mut length = Length(0);
+    write(response, &mut length)?;
+    Ok(length.0)
+}
+
+/// The status and whether the body was kept, read from the first 4 bytes of a record: what a
+/// look-up says of a completed record without reading its headers and body.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn read_head(bytes: &[u8]) -> Result<(StatusCode, bool), DecodeError> {
+    let mut reader = Reader(bytes);
+    let version = reader.u8()?;
+    if version != VERSION {
+        return Err(DecodeError::UnknownVersion(version));
+    }
+    let kept = match reader.u8()? {
+        BODY_KEPT => true,
+        BODY_OMITTED => false,
+        _ => return Err(DecodeError::Malformed("unknown body kind")),
+    };
+    let status = StatusCode::from_u16(reader.u16()?)
+        .map_err(|_| DecodeError::Malformed("status code out of range"))?;
+    Ok((status, kept))
+}
+
 pub(super) fn encode(response: &StoredResponse) -> Result<Vec<u8>, EncodeError> {
     let mut length = Length(0);
     write(response, &mut length)?;

@@ -190,6 +190,22 @@ impl StoredResponse {
         codec::encode(self)
     }
 
+    /// The length of [`encode`](Self::encode)'s output, counted without writing it: the size
+    /// a store that keeps bytes holds.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{HeaderMap, StatusCode};
+    /// use idem_core::replay::StoredResponse;
+    ///
+    /// let stored = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from_static(b"{}"));
+    /// assert_eq!(stored.encoded_len(), Ok(stored.encode()?.len()));
+    /// # Ok::<(), idem_core::replay::EncodeError>(())
+    /// ```
+    pub fn encoded_len(&self) -> Result<usize, EncodeError> {
+        codec::encoded_len(self)
+    }
+
     /// Whether [`encode`](Self::encode) would take this response, found without allocating:
     /// the runtime asks before a response reaches a store.
     pub(crate) fn check_encodable(&self) -> Result<(), EncodeError> {

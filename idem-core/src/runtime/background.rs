@@ -230,8 +230,8 @@ fn report(write: &Write, outcome: Option<Ended>, route: &str, key: &StoreKey) {
         ),
         (Write::Complete { .. }, Some(Ended::NotHeld)) => record(
             Outcome::Fenced,
-            &"another request took the key over before this result could be stored; the \
-              result was not stored",
+            &"another request took the key over (or an operator removed it) before this result \
+                  could be stored; the result was not stored",
         ),
         (
             Write::Release | Write::ReleaseUnanswered { .. },

@@ -2,16 +2,18 @@
 //!
 //! Each call runs under the runtime's store timeout, so no store can hang a request; a call
 //! that the store can answer at once ([`Store::claim_now`], [`Store::complete_now`]) skips the
-//! future and the timer.
+//! future and the timer. Each is timed, with the feature `metrics`, as
+//! `idem_store_call_seconds{op}` (the time the runtime waited, a timeout included).
 
 use std::{future::Future, time::Duration};
 
 use super::Idempotency;
 use crate::{
+    observe::{CallTimer, StoreOp},
     replay::StoredResponse,
     scope::StoreKey,
     store::{
-        Claim, ClaimOutcome, LeaseToken, StoreError, StoreTransaction,
+        Claim, ClaimOutcome, Held, LeaseToken, RecordState, StoreError, StoreTransaction,
         steps::{DueOperation, RecordedStep},
     },
 };
@@ -19,9 +21,16 @@ use crate::{
 impl Idempotency {
     /// Claims a key ([`Store::claim`](crate::store::Store::claim)).
     pub(crate) async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        let timer = CallTimer::start();
         match self.store().claim_now(claim) {
-            Some(answer) => answer,
-            None => self.within_timeout(self.store().claim(claim)).await,
+            Some(answer) => {
+                timer.stop(StoreOp::Claim);
+                answer
+            }
+            None => {
+                self.within_timeout(StoreOp::Claim, self.store().claim(claim))
+                    .await
+            }
         }
     }
 
@@ -33,11 +42,15 @@ impl Idempotency {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
+        let timer = CallTimer::start();
         match self.store().complete_now(key, token, response, ttl) {
-            Some(answer) => answer,
+            Some(answer) => {
+                timer.stop(StoreOp::Complete);
+                answer
+            }
             None => {
-                self.within_timeout(self.store().complete(key, token, response, ttl))
-                    .await
+                let call = self.store().complete(key, token, response, ttl);
+                self.within_timeout(StoreOp::Complete, call).await
             }
         }
     }
@@ -52,7 +65,12 @@ impl Idempotency {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Option<Result<(), StoreError>> {
-        self.store().complete_now(key, token, response, ttl)
+        let timer = CallTimer::start();
+        let answer = self.store().complete_now(key, token, response, ttl);
+        if answer.is_some() {
+            timer.stop(StoreOp::Complete);
+        }
+        answer
     }
 
     /// Extends a lease ([`Store::renew`](crate::store::Store::renew)).
@@ -62,7 +80,7 @@ impl Idempotency {
         token: LeaseToken,
         lease: Duration,
     ) -> Result<(), StoreError> {
-        self.within_timeout(self.store().renew(key, token, lease))
+        self.within_timeout(StoreOp::Renew, self.store().renew(key, token, lease))
             .await
     }
 
@@ -72,7 +90,8 @@ impl Idempotency {
         key: &StoreKey,
         token: LeaseToken,
     ) -> Result<(), StoreError> {
-        self.within_timeout(self.store().release(key, token)).await
+        self.within_timeout(StoreOp::Release, self.store().release(key, token))
+            .await
     }
 
     /// Records a step's output ([`Store::record_step`](crate::store::Store::record_step)).
@@ -83,8 +102,11 @@ impl Idempotency {
         index: usize,
         step: &RecordedStep,
     ) -> Result<(), StoreError> {
-        self.within_timeout(self.store().record_step(key, token, index, step))
-            .await
+        self.within_timeout(
+            StoreOp::RecordStep,
+            self.store().record_step(key, token, index, step),
+        )
+        .await
     }
 
     /// Records a step's output inside its transaction, and commits both
@@ -98,8 +120,11 @@ impl Idempotency {
         index: usize,
         step: &RecordedStep,
     ) -> Result<(), StoreError> {
-        self.within_timeout(transaction.record_step(key, token, index, step))
-            .await
+        self.within_timeout(
+            StoreOp::RecordStepInTransaction,
+            transaction.record_step(key, token, index, step),
+        )
+        .await
     }
 
     /// Suspends an operation ([`Store::suspend`](crate::store::Store::suspend)).
@@ -109,8 +134,11 @@ impl Idempotency {
         token: LeaseToken,
         resume_in: Option<Duration>,
     ) -> Result<(), StoreError> {
-        self.within_timeout(self.store().suspend(key, token, resume_in))
-            .await
+        self.within_timeout(
+            StoreOp::Suspend,
+            self.store().suspend(key, token, resume_in),
+        )
+        .await
     }
 
     /// The operations due for resumption ([`Store::due`](crate::store::Store::due)).
@@ -119,12 +147,32 @@ impl Idempotency {
         limit: usize,
         hold: Duration,
     ) -> Result<Vec<DueOperation>, StoreError> {
-        self.within_timeout(self.store().due(limit, hold)).await
+        self.within_timeout(StoreOp::Due, self.store().due(limit, hold))
+            .await
+    }
+
+    /// What is held for a key ([`Store::look_up`](crate::store::Store::look_up)).
+    pub(crate) async fn look_up_in_store(
+        &self,
+        key: &StoreKey,
+    ) -> Result<Option<Held>, StoreError> {
+        self.within_timeout(StoreOp::LookUp, self.store().look_up(key))
+            .await
+    }
+
+    /// Removes a key's record ([`Store::remove`](crate::store::Store::remove)).
+    pub(crate) async fn remove_from_store(
+        &self,
+        key: &StoreKey,
+    ) -> Result<Option<RecordState>, StoreError> {
+        self.within_timeout(StoreOp::Remove, self.store().remove(key))
+            .await
     }
 
     /// Opens a transaction for a handler's writes ([`Store::begin`](crate::store::Store::begin)).
     pub(crate) async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
-        self.within_timeout(self.store().begin()).await
+        self.within_timeout(StoreOp::Begin, self.store().begin())
+            .await
     }
 
     /// Completes a key inside the handler's transaction, and commits both
@@ -137,8 +185,11 @@ impl Idempotency {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        self.within_timeout(transaction.complete(key, token, response, ttl))
-            .await
+        self.within_timeout(
+            StoreOp::CompleteInTransaction,
+            transaction.complete(key, token, response, ttl),
+        )
+        .await
     }
 
     /// Commits a handler's transaction without a record ([`StoreTransaction::commit`]).
@@ -146,7 +197,8 @@ impl Idempotency {
         &self,
         transaction: Box<dyn StoreTransaction>,
     ) -> Result<(), StoreError> {
-        self.within_timeout(transaction.commit()).await
+        self.within_timeout(StoreOp::Commit, transaction.commit())
+            .await
     }
 
     /// Rolls a handler's transaction back ([`StoreTransaction::rollback`]).
@@ -154,17 +206,22 @@ impl Idempotency {
         &self,
         transaction: Box<dyn StoreTransaction>,
     ) -> Result<(), StoreError> {
-        self.within_timeout(transaction.rollback()).await
+        self.within_timeout(StoreOp::Rollback, transaction.rollback())
+            .await
     }
 
-    /// Runs one store call under the runtime's timeout.
+    /// Runs one store call under the runtime's timeout, timed as `op`.
     async fn within_timeout<T>(
         &self,
+        op: StoreOp,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let timeout = self.store_timeout();
-        tokio::time::timeout(timeout, call)
+        let timer = CallTimer::start();
+        let answer = tokio::time::timeout(timeout, call)
             .await
-            .unwrap_or(Err(StoreError::Timeout(timeout)))
+            .unwrap_or(Err(StoreError::Timeout(timeout)));
+        timer.stop(op);
+        answer
     }
 }

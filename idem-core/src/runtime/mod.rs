@@ -29,12 +29,16 @@ use std::{
 mod background;
 mod calls;
 mod pending;
+mod records;
 pub(crate) mod resumer;
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-pub use self::resumer::{ResumeError, Resumer};
 use self::{pending::Pending, resumer::Schedule};
+pub use self::{
+    records::{AddressError, RecordAddress},
+    resumer::{ResumeError, Resumer},
+};
 use crate::{
     policy::Policy,
     problem::{Problem, ProblemKind},

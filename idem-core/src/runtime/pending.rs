@@ -89,6 +89,17 @@ impl Pending {
         }
     }
 
+    /// Forgets the copy of `key` whoever keeps it: its record was removed, and the next
+    /// request with its key must run again, not be answered from here.
+    pub(super) fn forget(&self, key: &StoreKey) {
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        if self.lock().remove(key).is_some() {
+            self.count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// What the copy of `key`, if there is one, answers to a request with `fingerprint`.
     fn outcome(&self, key: &StoreKey, fingerprint: &Fingerprint) -> Option<ClaimOutcome> {
         if self.count.load(Ordering::SeqCst) == 0 {
@@ -165,5 +176,20 @@ mod tests {
         pending.remove(&key, token);
         assert_eq!(pending.len(), 0);
         assert!(pending.outcome(&key, &fingerprint(b"a")).is_none());
+    }
+
+    #[test]
+    fn a_removed_record_forgets_its_copy_whoever_keeps_it() {
+        let pending = Pending::default();
+        let key = StoreKey::from_bytes([8; 32]);
+        let token = LeaseToken::random();
+        let response = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::new());
+        pending.insert(key, token, fingerprint(b"a"), response);
+        pending.forget(&key);
+        assert_eq!(pending.len(), 0);
+        assert!(pending.outcome(&key, &fingerprint(b"a")).is_none());
+        // Its background task's own removal, later, finds nothing and counts nothing.
+        pending.remove(&key, token);
+        assert_eq!(pending.len(), 0);
     }
 }

@@ -102,6 +102,16 @@ impl Schedule {
             .collect()
     }
 
+    /// When the operation at `key` is to be resumed, if it is scheduled.
+    pub(super) fn due_at(&self, key: &StoreKey) -> Option<Instant> {
+        self.entries().get(key).map(|scheduled| scheduled.at)
+    }
+
+    /// Unschedules the operation at `key`: its record was removed.
+    pub(super) fn forget(&self, key: &StoreKey) {
+        self.entries().remove(key);
+    }
+
     /// The number of operations scheduled.
     pub(super) fn len(&self) -> usize {
         self.entries().len()

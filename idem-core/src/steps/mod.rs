@@ -60,6 +60,9 @@
 //! - A handler that runs without a record (no key on a route that does not require one, or a
 //!   store failure under `on_store_error = "run"`) runs its steps as plain code.
 
+// A step's error carries the `Response` it answers, returned once per failed step.
+#![allow(clippy::result_large_err)]
+
 mod error;
 pub(crate) mod journal;
 mod resumption;

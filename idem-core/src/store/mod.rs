@@ -3,7 +3,9 @@
 //! A record is the state of one key: **in flight** (claimed by a request that is running the
 //! operation, under a lease) or **completed** (the stored response). The runtime drives a
 //! store through five calls: [`claim`](Store::claim) before the handler, [`renew`](Store::renew)
-//! while it runs, then [`complete`](Store::complete) or [`release`](Store::release).
+//! while it runs, then [`complete`](Store::complete) or [`release`](Store::release). An
+//! operator reaches a record through two more: [`look_up`](Store::look_up) and
+//! [`remove`](Store::remove) (see [`held`]).
 //!
 //! ```
 //! use std::{sync::Arc, time::Duration};
@@ -83,16 +85,37 @@
 //!     keeps the record's expiry (at least its lease from now): an operation that never
 //!     completes is forgotten a TTL after its first claim, however often it is resumed.
 //! 13. **Durable resumption** (stores of [`StepSupport::Durable`] only). A claim's
-//!     [`steps::Resumable`] request is kept with the in-flight record until it
+//!     [`Resumable`] request is kept with the in-flight record until it
 //!     completes or is released, and [`due`](Store::due) answers the in-flight records that
 //!     keep one, whose lease has lapsed, and whose time has come: `resume_in` after their
 //!     last suspension, or `after` past the lapse of a lease that was never suspended. `due`
 //!     defers each record it answers by `hold`, so that concurrent calls, from any instance,
 //!     do not answer it twice within that time.
 //!
+//! Every store keeps two more, for the operator's side:
+//!
+//! 14. **Faithful look-up.** [`look_up`](Store::look_up) answers what a claim of the key would
+//!     find, with the store's clock at that moment: nothing for an absent or expired record
+//!     (rule 6); a record in flight with when it was first claimed (kept by takeovers and
+//!     resumptions), when its lease lapses, when it expires, the names of its steps, its
+//!     suspensions and, for a durable store, when it is due for resumption; a completed
+//!     record with its status, when it was stored, when it expires, its size and whether its
+//!     body was kept. It changes nothing: no lease, expiry or record is touched. A record
+//!     whose state, times, steps or response head it cannot read is [`StoreError::Corrupt`]
+//!     (rule 9). It never answers the stored body, the steps' outputs or the token.
+//! 15. **Removal fences.** [`remove`](Store::remove) deletes the key's record whatever its
+//!     state and token, in one atomic step with respect to every other call, and answers what
+//!     it removed ([`RecordState`]; nothing for an absent or expired record), an unreadable
+//!     record included. From then on the key is as if never claimed: the next claim answers
+//!     [`ClaimOutcome::Claimed`] (an operation's steps and kept request went with it, and
+//!     [`due`](Store::due) never answers it), and every fenced write under a token that held
+//!     it answers [`StoreError::LeaseLost`] (rule 5), its holder's repeated completion
+//!     included.
+//!
 //! A store keeps time on its own clock (the memory store on tokio's, Redis and PostgreSQL on
 //! the server's), so leases and TTLs are consistent across every process that shares it.
 
+pub mod held;
 pub mod memory;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
@@ -111,6 +134,7 @@ use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 
 use async_trait::async_trait;
 
+pub use self::held::{Held, RecordState};
 pub use self::memory::MemoryStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
@@ -215,7 +239,7 @@ pub enum ClaimOutcome {
 #[non_exhaustive]
 pub enum StoreError {
     /// The record is not in flight under this token any more: the lease lapsed and another
-    /// request took over, or the record expired or was completed.
+    /// request took over, the record expired or was completed, or an operator removed it.
     #[error("the lease on this key is no longer held by this request")]
     LeaseLost,
     /// The store did not answer in time; the outcome of the call is unknown.
@@ -374,6 +398,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         let _ = (limit, hold);
         Err(StoreError::Unsupported("durable resumption"))
     }
+
+    /// What is held for `key`, changing nothing (rule 14): `None` when a claim would find no
+    /// record.
+    async fn look_up(&self, key: &StoreKey) -> Result<Option<Held>, StoreError>;
+
+    /// Removes `key`'s record, whatever holds it (rule 15), and answers what it removed:
+    /// `None` when there was none. The next claim of the key runs the operation again, and
+    /// the holder of a record in flight is fenced.
+    async fn remove(&self, key: &StoreKey) -> Result<Option<RecordState>, StoreError>;
 }
 
 /// A transaction of a transactional store, shared by the handler's writes and the record's

@@ -18,7 +18,10 @@ use idem_core::{
 };
 use idem_tests::{
     gate::Gate,
-    message_fixture::{Effects, Running, by_event_id, by_message_id, describe, event, stats_reach},
+    message_fixture::{
+        Effects, Running, by_event_id, by_event_id_whenever_sent, by_message_id, describe, event,
+        stats_reach,
+    },
     nats_fixture::{ConsumerSettings, TestStream, nats_url},
 };
 
@@ -190,6 +193,37 @@ async fn a_poison_message_is_termed_and_the_consumer_keeps_going() {
     assert_eq!(effects.runs("first"), 1);
     assert_eq!(effects.runs("after"), 1, "the consumer kept going");
     assert_eq!(effects.total(), 2, "{}", describe(&running.stats));
+    running.stop().await.unwrap();
+    stream.delete().await;
+}
+
+/// A handler that leaves `/sentAt` out of its fingerprint: the same event sent again at another
+/// time is a duplicate, acked without running; a change anywhere else is still a poison
+/// message.
+#[tokio::test]
+#[cfg_attr(not(idem_test_nats), ignore = "set IDEM_TEST_NATS_URL")]
+async fn a_member_left_out_of_the_fingerprint_does_not_make_another_message() {
+    let Some(stream) = stream("sent_at", ConsumerSettings::default()).await else {
+        return;
+    };
+    let effects = Effects::new();
+    let running = Running::start(
+        runner(by_event_id_whenever_sent.with_state(effects.clone())),
+        JetStream::new(stream.context.clone(), stream.consumer().await),
+    );
+    let sent = |at: &str, does: &str| {
+        let mut event = event("a", does);
+        event["sentAt"] = at.into();
+        event
+    };
+    stream.publish("m-1", &sent("10:00:00", "ok")).await;
+    stats_reach(&running.stats, WITHIN, |stats| stats.completed() == 1).await;
+    stream.publish("m-2", &sent("10:00:07", "ok")).await;
+    stats_reach(&running.stats, WITHIN, |stats| stats.duplicates() == 1).await;
+    stream.publish("m-3", &sent("10:00:09", "other")).await;
+    stats_reach(&running.stats, WITHIN, |stats| stats.ended() == 1).await;
+    stream.drained(WITHIN).await;
+    assert_eq!(effects.attempts("a"), 1, "{}", describe(&running.stats));
     running.stop().await.unwrap();
     stream.delete().await;
 }

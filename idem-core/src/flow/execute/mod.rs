@@ -169,7 +169,8 @@ impl Execution {
                     // half-way; its completion will be fenced. Stop renewing.
                     self.record(
                         Outcome::Fenced,
-                        &"another request took the key over while the handler ran",
+                        &"another request took the key over (or an operator removed it) while the \
+                         handler ran",
                     );
                     return std::future::pending().await;
                 }

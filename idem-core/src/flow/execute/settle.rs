@@ -130,8 +130,8 @@ impl Execution {
             Ok(()) => self.record(Outcome::Completed, &record.status()),
             Err(StoreError::LeaseLost) => self.record(
                 Outcome::Fenced,
-                &"another request took the key over before this result could be stored; the \
-                  result was not stored",
+                &"another request took the key over (or an operator removed it) before this result \
+                  could be stored; the result was not stored",
             ),
             Err(error) if error.outcome_unknown() => {
                 self.record_error(
@@ -179,7 +179,8 @@ impl Execution {
                 // the key over is the one running the operation now.
                 self.record(
                     Outcome::Fenced,
-                    &"another request took the key over; the handler's transaction was rolled back",
+                    &"another request took the key over (or an operator removed it); the handler's \
+                     transaction was rolled back",
                 );
                 problems::taken_over(&self.idem, &self.policy)
             }
@@ -254,7 +255,8 @@ impl Execution {
             Err(StoreError::LeaseLost) => {
                 self.record(
                     Outcome::Fenced,
-                    &"another request took the key over before it was released",
+                    &"another request took the key over (or an operator removed it) before it was \
+                     released",
                 );
                 Released::TakenOver
             }

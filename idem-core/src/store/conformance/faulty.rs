@@ -16,8 +16,8 @@ use crate::{
     replay::StoredResponse,
     scope::StoreKey,
     store::{
-        BoxError, Claim, ClaimOutcome, LeaseToken, StepSupport, Store, StoreError,
-        StoreTransaction,
+        BoxError, Claim, ClaimOutcome, Held, LeaseToken, RecordState, StepSupport, Store,
+        StoreError, StoreTransaction,
         steps::{DueOperation, RecordedStep},
     },
 };
@@ -37,15 +37,21 @@ pub enum Call {
     RecordStep,
     /// [`Store::suspend`].
     Suspend,
+    /// [`Store::look_up`].
+    LookUp,
+    /// [`Store::remove`].
+    Remove,
 }
 
-const CALLS: [Call; 6] = [
+const CALLS: [Call; 8] = [
     Call::Claim,
     Call::Complete,
     Call::Release,
     Call::Renew,
     Call::RecordStep,
     Call::Suspend,
+    Call::LookUp,
+    Call::Remove,
 ];
 
 impl Call {
@@ -264,5 +270,13 @@ impl Store for FaultyStore {
 
     async fn due(&self, limit: usize, hold: Duration) -> Result<Vec<DueOperation>, StoreError> {
         self.inner.due(limit, hold).await
+    }
+
+    async fn look_up(&self, key: &StoreKey) -> Result<Option<Held>, StoreError> {
+        self.call(Call::LookUp, self.inner.look_up(key)).await
+    }
+
+    async fn remove(&self, key: &StoreKey) -> Result<Option<RecordState>, StoreError> {
+        self.call(Call::Remove, self.inner.remove(key)).await
     }
 }

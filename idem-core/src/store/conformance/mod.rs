@@ -30,6 +30,7 @@
 //! stores keep time on their server's clock.
 
 mod faulty;
+mod operator;
 
 use std::{fmt, future::Future, pin::Pin, sync::Arc, time::Duration};
 
@@ -47,7 +48,15 @@ use crate::{
     scope::StoreKey,
 };
 
-pub use self::faulty::{Call, Fault, FaultyStore};
+pub use self::{
+    faulty::{Call, Fault, FaultyStore},
+    operator::{
+        a_claimed_key_looks_up_in_flight, a_completed_key_looks_up_with_its_status_and_expiry,
+        an_absent_or_expired_key_looks_up_as_nothing, an_operation_looks_up_with_its_steps,
+        an_unreadable_record_can_be_removed, removing_a_completed_key_runs_the_next_request,
+        removing_a_key_in_flight_fences_its_holder, removing_an_operation_forgets_its_steps,
+    },
+};
 
 /// A lease long enough never to lapse during a test.
 const LONG: Duration = Duration::from_secs(60);
@@ -88,6 +97,14 @@ macro_rules! store_conformance_tests {
             a_resumed_operation_keeps_its_expiry,
             completion_ends_the_steps,
             a_durable_store_answers_the_operations_due,
+            an_absent_or_expired_key_looks_up_as_nothing,
+            a_claimed_key_looks_up_in_flight,
+            a_completed_key_looks_up_with_its_status_and_expiry,
+            an_operation_looks_up_with_its_steps,
+            removing_a_completed_key_runs_the_next_request,
+            removing_a_key_in_flight_fences_its_holder,
+            removing_an_operation_forgets_its_steps,
+            an_unreadable_record_can_be_removed,
         );
     };
     (@tests $attributes:tt $make_store:tt; $($rule:ident),* $(,)?) => {
@@ -142,7 +159,15 @@ pub async fn every_rule(store: StoreUnderTest) {
     a_lapsed_operation_with_steps_resumes(store.clone()).await;
     a_resumed_operation_keeps_its_expiry(store.clone()).await;
     completion_ends_the_steps(store.clone()).await;
-    a_durable_store_answers_the_operations_due(store).await;
+    a_durable_store_answers_the_operations_due(store.clone()).await;
+    an_absent_or_expired_key_looks_up_as_nothing(store.clone()).await;
+    a_claimed_key_looks_up_in_flight(store.clone()).await;
+    a_completed_key_looks_up_with_its_status_and_expiry(store.clone()).await;
+    an_operation_looks_up_with_its_steps(store.clone()).await;
+    removing_a_completed_key_runs_the_next_request(store.clone()).await;
+    removing_a_key_in_flight_fences_its_holder(store.clone()).await;
+    removing_an_operation_forgets_its_steps(store.clone()).await;
+    an_unreadable_record_can_be_removed(store).await;
 }
 
 /// How a rule's test asks the [`corrupt`](StoreUnderTest::corrupt) hook to damage a record.

@@ -69,7 +69,9 @@
 //!   concurrent change; after 5 attempts the claim fails with an error rather than guess.
 //!
 //! Completion, renewal and release are single statements fenced by `key`, `lease_token` and
-//! `state = 'in_flight'` (rule 5); zero rows answer [`StoreError::LeaseLost`]. Time is the
+//! `state = 'in_flight'` (rule 5); zero rows answer [`StoreError::LeaseLost`]. An operator's
+//! look-up is one `SELECT` of the row's state and times (and the first bytes of its response,
+//! never the rest), its removal one `DELETE` of the row whatever holds it (rules 14 and 15). Time is the
 //! database's (`clock_timestamp()`), so all instances agree on leases and TTLs.
 //!
 //! # Transactional mode
@@ -98,6 +100,7 @@
 //! 503 Problem Details (or runs without a record, as the policy says). Nothing is guessed:
 //! after a lost connection the pool reconnects on the next request.
 
+mod look_up;
 mod migrate;
 mod sql;
 mod sweep;
@@ -121,6 +124,7 @@ pub use self::{
 };
 use super::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction,
+    held::{Held, RecordState},
     steps::{DueOperation, KeptRequest, Progress, RecordedStep, StepSupport, decode_steps},
 };
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
@@ -483,6 +487,48 @@ impl Store for PostgresStore {
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(|e| self.error(e))
+    }
+
+    async fn look_up(&self, key: &StoreKey) -> Result<Option<Held>, StoreError> {
+        let row = self
+            .shared
+            .statements
+            .look_up(key)
+            .fetch_optional(&self.shared.pool)
+            .await
+            .map_err(|e| self.error(e))?;
+        row.as_ref()
+            .map(look_up::read_held)
+            .transpose()
+            .map_err(|e| match e {
+                ReadError::Sql(e) => self.error(e),
+                ReadError::Corrupt(e) => e,
+            })
+    }
+
+    async fn remove(&self, key: &StoreKey) -> Result<Option<RecordState>, StoreError> {
+        let row = self
+            .shared
+            .statements
+            .remove(key)
+            .fetch_optional(&self.shared.pool)
+            .await
+            .map_err(|e| self.error(e))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let read = || -> Result<Option<RecordState>, sqlx::Error> {
+            if !row.try_get::<bool, _>("live")? {
+                return Ok(None);
+            }
+            let state: String = row.try_get("state")?;
+            Ok(Some(match state.as_str() {
+                "in_flight" => RecordState::InFlight,
+                "completed" => RecordState::Completed,
+                _ => RecordState::Unreadable,
+            }))
+        };
+        read().map_err(|e| self.error(e))
     }
 }
 

@@ -194,6 +194,34 @@ WHERE key IN (
 AND resume_at <= clock_timestamp()
 RETURNING key, request, suspensions";
 
+/// What is held for a key (store rule 14): a live record's times as microseconds since the
+/// epoch on the server's clock, its state, and what a look-up says of each state; the first
+/// 4 bytes of a completed record's response (its version, body kind and status) rather than
+/// the response.
+const LOOK_UP: &str = "\
+SELECT (extract(epoch FROM now) * 1000000)::int8 AS now_us,
+       state,
+       (extract(epoch FROM created_at) * 1000000)::int8 AS since_us,
+       (extract(epoch FROM updated_at) * 1000000)::int8 AS updated_us,
+       (extract(epoch FROM lease_expires_at) * 1000000)::int8 AS lease_us,
+       (extract(epoch FROM expires_at) * 1000000)::int8 AS expires_us,
+       response_format,
+       substring(response FROM 1 FOR 4) AS head,
+       octet_length(response)::int8 AS bytes,
+       steps,
+       suspensions,
+       (extract(epoch FROM CASE WHEN request IS NOT NULL THEN resume_at END) * 1000000)::int8
+           AS resume_us
+FROM {table}, (SELECT clock_timestamp() AS now) AS clock
+WHERE key = $1 AND expires_at > now";
+
+/// The removal (store rule 15), unfenced: the row goes whatever holds it. An expired row is
+/// deleted too, and answered as absent.
+const REMOVE: &str = "\
+DELETE FROM {table}
+WHERE key = $1
+RETURNING state, expires_at > clock_timestamp() AS live";
+
 /// One batch of the sweeper: the oldest expired records, skipping rows a claim has locked.
 const SWEEP: &str = "\
 DELETE FROM {table}
@@ -217,6 +245,8 @@ pub(super) struct Statements {
     record_step: SqlStr,
     due: SqlStr,
     sweep: SqlStr,
+    look_up: SqlStr,
+    remove: SqlStr,
 }
 
 impl Statements {
@@ -235,7 +265,17 @@ impl Statements {
             record_step: render(RECORD_STEP),
             due: render(DUE),
             sweep: render(SWEEP),
+            look_up: render(LOOK_UP),
+            remove: render(REMOVE),
         }
+    }
+
+    pub(super) fn look_up(&self, key_: &StoreKey) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.look_up.clone()).bind(key(key_))
+    }
+
+    pub(super) fn remove(&self, key_: &StoreKey) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(self.remove.clone()).bind(key(key_))
     }
 
     pub(super) fn claim(&self, claim: &Claim<'_>) -> Query<'static, Postgres, PgArguments> {
@@ -380,6 +420,8 @@ mod tests {
             &statements.record_step,
             &statements.due,
             &statements.sweep,
+            &statements.look_up,
+            &statements.remove,
         ] {
             assert!(sql.as_str().contains("\"idem\".\"records\""));
             assert!(!sql.as_str().contains("{table}"));

@@ -36,7 +36,7 @@
 //!
 //! Each store call is one Lua script, sent as `EVALSHA`: a claim is one round trip whether
 //! it claims the key, finds the completed record (a replay) or finds it in flight, and so
-//! are a completion, a renewal and a release. The scripts run atomically on the server,
+//! are a completion, a renewal, a release, a look-up and a removal. The scripts run atomically on the server,
 //! which is what makes a claim atomic across instances. After a Redis restart or a
 //! `SCRIPT FLUSH`, the first call of each script is answered `NOSCRIPT` and sent again as
 //! `EVAL` with the script's source, which caches it (two round trips, once). With a
@@ -56,7 +56,9 @@
 //! | `fp` | the request [`Fingerprint`], hex of [`Fingerprint::to_bytes`] |
 //! | `token` | the lease holder's [`LeaseToken`], 32 hex digits; kept after completion, so that the holder's repeated completion answers `Ok` |
 //! | `lease_until` | when the lease lapses, in ms since the epoch on the server's clock (in flight only) |
+//! | `since` | when the key was first claimed, in ms; a takeover keeps it (in flight only) |
 //! | `response` | the response, [`StoredResponse::encode`] bytes (completed only) |
+//! | `at` | when the response was stored, in ms (completed only) |
 //!
 //! The key's expiry is the record's lifetime: `max(ttl, lease)` from the claim while in
 //! flight, at least `lease` from each renewal, `ttl` from the completion. Leases and
@@ -116,6 +118,7 @@ use self::{
 };
 use super::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
+    held::{CompletedRecord, Held, InFlightRecord, RecordState},
     steps::{Progress, RecordedStep, StepSupport, decode_steps},
 };
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
@@ -499,6 +502,85 @@ where
             .arg(token_hex(token));
         self.run(&call).await?.into_write_result()
     }
+
+    /// One script, which reads the record and the server's clock and writes nothing.
+    async fn look_up(&self, key: &StoreKey) -> Result<Option<Held>, StoreError> {
+        let reply = self.run(&SCRIPTS.look_up.call(self.redis_key(key))).await?;
+        match (&reply.outcome[..], &reply.payload) {
+            (b"none", None) => Ok(None),
+            (b"completed", Some(payload)) => read_completed(payload).map(Some),
+            (b"in_flight", Some(payload)) => read_in_flight(payload).map(Some),
+            _ => Err(reply.into_error()),
+        }
+    }
+
+    /// Not waited for, as a release is not: a removal that a failover loses leaves the record
+    /// it meant to remove, which a look-up shows, and which the operator removes again.
+    async fn remove(&self, key: &StoreKey) -> Result<Option<RecordState>, StoreError> {
+        let reply = self.run(&SCRIPTS.remove.call(self.redis_key(key))).await?;
+        match (&reply.outcome[..], reply.payload.as_deref()) {
+            (b"none", None) => Ok(None),
+            (b"removed", Some(b"in_flight")) => Ok(Some(RecordState::InFlight)),
+            (b"removed", Some(b"done")) => Ok(Some(RecordState::Completed)),
+            (b"removed", Some(b"unreadable")) => Ok(Some(RecordState::Unreadable)),
+            _ => Err(reply.into_error()),
+        }
+    }
+}
+
+/// Reads the `n` big-endian doubles at the start of a look-up's answer: times in ms on the
+/// server's clock (`-1` for one the record does not keep), and lengths.
+fn read_doubles<const N: usize>(payload: &[u8]) -> Result<([f64; N], &[u8]), StoreError> {
+    let corrupt =
+        || StoreError::corrupt(RecordError::Malformed("a look-up answer ends early".into()));
+    let mut values = [0.0; N];
+    let mut rest = payload;
+    for value in &mut values {
+        let (bytes, tail) = rest.split_first_chunk::<8>().ok_or_else(corrupt)?;
+        *value = f64::from_be_bytes(*bytes);
+        rest = tail;
+    }
+    Ok((values, rest))
+}
+
+/// A time in ms as the scripts answer it; `None` for `-1`, a time the record does not keep.
+fn server_time(millis: f64) -> Option<std::time::SystemTime> {
+    (millis >= 0.0).then(|| std::time::UNIX_EPOCH + Duration::from_millis(millis as u64))
+}
+
+fn read_completed(payload: &[u8]) -> Result<Held, StoreError> {
+    let ([now, at, expires, len], head) = read_doubles::<4>(payload)?;
+    let (status, body_kept) = crate::replay::codec::read_head(head)
+        .map_err(|error| StoreError::corrupt(RecordError::Response(error)))?;
+    let now = server_time(now).unwrap_or(std::time::UNIX_EPOCH);
+    Ok(Held::Completed(CompletedRecord {
+        status,
+        stored_at: server_time(at),
+        expires_at: server_time(expires).unwrap_or(now),
+        bytes: len as u64,
+        body_kept,
+        at: now,
+    }))
+}
+
+fn read_in_flight(payload: &[u8]) -> Result<Held, StoreError> {
+    let ([now, since, lease_until, expires], rest) = read_doubles::<4>(payload)?;
+    let (suspensions, steps) = rest.split_first_chunk::<4>().ok_or_else(|| {
+        StoreError::corrupt(RecordError::Malformed("a look-up answer ends early".into()))
+    })?;
+    let steps =
+        decode_steps(steps).map_err(|error| StoreError::corrupt(RecordError::Steps(error)))?;
+    let now = server_time(now).unwrap_or(std::time::UNIX_EPOCH);
+    Ok(Held::InFlight(InFlightRecord {
+        since: server_time(since),
+        lease_expires_at: server_time(lease_until).unwrap_or(now),
+        expires_at: server_time(expires).unwrap_or(now),
+        steps: steps.iter().map(|step| step.name().to_owned()).collect(),
+        suspensions: u32::from_be_bytes(*suspensions),
+        // The runtime resumes an operation of this store itself.
+        resumes_at: None,
+        at: now,
+    }))
 }
 
 /// The progress a resumed claim answers: the suspensions as four big-endian bytes, then the

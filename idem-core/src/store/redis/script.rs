@@ -68,6 +68,8 @@ pub(super) struct Scripts {
     pub(super) release: LuaScript,
     pub(super) record_step: LuaScript,
     pub(super) suspend: LuaScript,
+    pub(super) look_up: LuaScript,
+    pub(super) remove: LuaScript,
 }
 
 macro_rules! script {
@@ -86,6 +88,8 @@ pub(super) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     release: script!("release.lua"),
     record_step: script!("record_step.lua"),
     suspend: script!("suspend.lua"),
+    look_up: script!("look_up.lua"),
+    remove: script!("remove.lua"),
 });
 
 /// Why a record could not be read back.
@@ -209,6 +213,8 @@ mod tests {
             &SCRIPTS.release.sha,
             &SCRIPTS.record_step.sha,
             &SCRIPTS.suspend.sha,
+            &SCRIPTS.look_up.sha,
+            &SCRIPTS.remove.sha,
         ];
         for (i, sha) in shas.iter().enumerate() {
             assert!(!shas[i + 1..].contains(sha));

@@ -50,7 +50,13 @@ if record then
   end
 end
 
-redis.call('HSET', key, 'v', VERSION, 'state', 'in_flight', 'fp', fp, 'token', token,
-  'lease_until', int(now + tonumber(lease)))
+local fields = {'v', VERSION, 'state', 'in_flight', 'fp', fp, 'token', token,
+  'lease_until', int(now + tonumber(lease))}
+-- A takeover keeps when the key was first claimed: how long it has been blocked.
+if not (record and redis.call('HEXISTS', key, 'since') == 1) then
+  fields[#fields + 1] = 'since'
+  fields[#fields + 1] = int(now)
+end
+redis.call('HSET', key, unpack(fields))
 redis.call('PEXPIRE', key, lifetime)
 return {'claimed'}

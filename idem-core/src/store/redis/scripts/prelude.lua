@@ -6,7 +6,9 @@
 --   token        the lease holder's token, 32 hex digits; kept once done, so that the
 --                holder's repeated completion is recognised
 --   lease_until  when the lease lapses, ms on the server clock  (in flight only)
+--   since        when the key was first claimed, ms; kept by a takeover   (in flight only)
 --   response     StoredResponse::encode bytes                    (done only)
+--   at           when the response was stored, ms                (done only)
 --   sc           how many steps ended, for an operation of several steps   (in flight only)
 --   s0, s1, ..   each step's RecordedStep::encode bytes, in order          (in flight only)
 --   att          how many times the operation was suspended                (in flight only)

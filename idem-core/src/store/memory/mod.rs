@@ -26,8 +26,27 @@
 //! When the cache is full, the least recently used completed records are evicted first
 //! (LRU: every new record is admitted). The byte bound counts what a record really occupies
 //! (see [`MemoryStoreBuilder::max_bytes`]). An evicted record is forgotten early: a retry of its
-//! key would run again. Size the store for the records you keep for one TTL;
-//! [`MemoryStore::completed_records`] tells how full it is.
+//! key would run again.
+//!
+//! # Sizing
+//!
+//! A store forgets nothing early when it can hold every record completed within one TTL:
+//!
+//! - `max_entries` ≥ keyed requests per second × TTL in seconds: 5 payments a second kept
+//!   24 h are 432,000 records, more than the default 100,000, which holds 24 h of about 1.2
+//!   a second (or 28 h of one a second);
+//! - `max_bytes` ≥ that × the weight of a record: about 1 KiB for a small JSON answer (one
+//!   header, 100 bytes of body); a larger one weighs its body, a sixteenth more, and about
+//!   900 bytes ([`StoredResponse::weight`] plus the cache's entry); 432,000 small records need
+//!   about 420 MiB.
+//!
+//! A store past that forgets records before their time, and says so: it counts each
+//! ([`Fill::evicted_early`], `idem_memory_evicted_early_total` with the feature `metrics`) and
+//! warns in the log, at once and then at most once a minute, with the rate it saw, the TTL and
+//! the bound that would hold them ([`fill`] has the details). [`MemoryStore::fill`] tells how
+//! full it is; a service whose rate × TTL does not fit in its memory wants a shared store
+//! (Redis, PostgreSQL), or a shorter TTL
+//! ([`IdempotencyBuilder::max_ttl`](crate::IdempotencyBuilder::max_ttl)).
 //!
 //! Leases and TTLs are checked on tokio's clock, so tests can drive them with a paused clock.
 //! Records do not survive a restart, and other processes do not see them: for several
@@ -40,12 +59,18 @@ use std::{
     time::Duration,
 };
 
+pub mod fill;
+
 use async_trait::async_trait;
-use moka::{policy::EvictionPolicy, sync::Cache};
+use moka::{notification::RemovalCause, policy::EvictionPolicy, sync::Cache};
 use tokio::time::Instant;
+
+use self::fill::Counts;
+pub use self::fill::Fill;
 
 use super::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
+    held::{CompletedRecord, Held, InFlightRecord, RecordState},
     steps::{Progress, RecordedStep, StepSupport},
 };
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
@@ -62,6 +87,8 @@ pub struct MemoryStore {
 struct Records {
     in_flight: [Mutex<Shard>; SHARDS],
     completed: Cache<StoreKey, Completed, KeyedHash>,
+    clock: Clock,
+    counts: Arc<Counts>,
 }
 
 struct Shard {
@@ -73,6 +100,8 @@ struct Shard {
 struct InFlight {
     fingerprint: Fingerprint,
     token: LeaseToken,
+    /// When the key was first claimed; a takeover keeps it (store rule 14).
+    since: Instant,
     lease_until: Instant,
     expires_at: Instant,
     /// The steps that ended, for an operation of several steps (empty, unallocated, for the
@@ -90,6 +119,13 @@ struct Completed {
     response: StoredResponse,
     ttl: Duration,
     expires_at: Instant,
+}
+
+impl Completed {
+    /// What the record occupies: its response and its cache entry.
+    fn weight(&self) -> u64 {
+        (self.response.weight() + ENTRY_BYTES) as u64
+    }
 }
 
 impl MemoryStore {
@@ -112,6 +148,59 @@ impl MemoryStore {
         self.records.completed.entry_count()
     }
 
+    /// How full the store is, and how many records it evicted before their TTL: what to size
+    /// it by (see [`fill`] and docs/observability.md). Runs the cache's pending
+    /// maintenance first, so the figures are exact; with the feature `metrics` it also sets the
+    /// store's gauges, which a service calls before each scrape for exact figures.
+    ///
+    /// ```
+    /// use idem_core::MemoryStore;
+    ///
+    /// let store = MemoryStore::builder().max_entries(50_000).build();
+    /// let fill = store.fill();
+    /// assert_eq!((fill.records, fill.in_flight, fill.evicted_early), (0, 0, 0));
+    /// assert_eq!(fill.max_entries, 50_000);
+    /// ```
+    pub fn fill(&self) -> Fill {
+        self.records.completed.run_pending_tasks();
+        let fill = self.fill_now();
+        #[cfg(feature = "metrics")]
+        set_gauges(&fill);
+        fill
+    }
+
+    /// The figures as they stand, without the cache's pending maintenance.
+    fn fill_now(&self) -> Fill {
+        let in_flight = self
+            .records
+            .in_flight
+            .iter()
+            .map(|shard| {
+                let shard = shard
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                shard.records.len() as u64
+            })
+            .sum();
+        let counts = &self.records.counts;
+        Fill {
+            records: self.records.completed.entry_count(),
+            bytes: counts.bytes(),
+            in_flight,
+            evicted_early: counts.evicted_early(),
+            max_entries: counts.max_entries,
+            max_bytes: counts.max_bytes,
+        }
+    }
+
+    /// Sets the gauges from a call of the store's, at most once a second.
+    fn observe(&self) {
+        #[cfg(feature = "metrics")]
+        if self.records.counts.gauges_due() {
+            set_gauges(&self.fill_now());
+        }
+    }
+
     fn shard(&self, key: &StoreKey) -> MutexGuard<'_, Shard> {
         let index = usize::from(key.as_bytes()[0]) % SHARDS;
         // A panic while holding a shard lock cannot leave a record half-written (every
@@ -127,6 +216,13 @@ impl MemoryStore {
             .get(key)
             .filter(|record| record.expires_at > now)
     }
+}
+
+#[cfg(feature = "metrics")]
+fn set_gauges(fill: &Fill) {
+    metrics::gauge!("idem_memory_records").set(fill.records as f64);
+    metrics::gauge!("idem_memory_bytes").set(fill.bytes as f64);
+    metrics::gauge!("idem_memory_in_flight").set(fill.in_flight as f64);
 }
 
 impl Default for MemoryStore {
@@ -178,15 +274,27 @@ impl MemoryStoreBuilder {
         // the byte bound also keeps the count of records at or under `max_entries`.
         let floor = (self.max_bytes / self.max_entries).max(1);
         let weigh = move |_: &StoreKey, record: &Completed| {
-            let bytes = (record.response.weight() + ENTRY_BYTES) as u64;
-            u32::try_from(bytes.max(floor)).unwrap_or(u32::MAX)
+            u32::try_from(record.weight().max(floor)).unwrap_or(u32::MAX)
+        };
+        let counts = Arc::new(Counts::new(self.max_entries, self.max_bytes));
+        let listener = {
+            let counts = Arc::clone(&counts);
+            move |_: Arc<StoreKey>, record: Completed, cause: RemovalCause| {
+                let weight = record.weight();
+                counts.left(weight);
+                // Evicted for room while its TTL still ran: a result forgotten early.
+                if cause == RemovalCause::Size && record.expires_at > Instant::now() {
+                    counts.evicted(record.ttl, weight);
+                }
+            }
         };
         let completed = Cache::builder()
             .max_capacity(self.max_bytes)
             .weigher(weigh)
             .eviction_policy(EvictionPolicy::lru())
             .expire_after(TtlPerRecord)
-            // No eviction listener: moka runs it inline and it cost 1.5 µs of every insert.
+            // The listener counts what was forgotten early; docs/benchmarks.md has its cost.
+            .eviction_listener(listener)
             .build_with_hasher(KeyedHash::default());
         MemoryStore {
             records: Arc::new(Records {
@@ -197,6 +305,8 @@ impl MemoryStoreBuilder {
                     })
                 }),
                 completed,
+                clock: Clock::start(),
+                counts,
             }),
         }
     }
@@ -326,6 +436,7 @@ impl MemoryStore {
         let fresh = InFlight {
             fingerprint: *claim.fingerprint,
             token: claim.token,
+            since: now,
             lease_until: now + claim.lease,
             expires_at: now + claim.in_flight_lifetime(),
             steps: Vec::new(),
@@ -342,7 +453,10 @@ impl MemoryStore {
             Some(record) if record.lease_until > now => ClaimOutcome::InFlight,
             Some(record) if record.steps.is_empty() && record.suspensions == 0 => {
                 // The holder's lease lapsed: take over, fencing it out with the new token.
-                *record = fresh;
+                *record = InFlight {
+                    since: record.since,
+                    ..fresh
+                };
                 ClaimOutcome::Claimed
             }
             Some(record) => {
@@ -386,20 +500,106 @@ impl MemoryStore {
             ttl,
             expires_at: now + ttl,
         };
+        let weight = record.weight();
         self.records.completed.insert(*key, record);
         shard.records.remove(key);
+        drop(shard);
+        self.records.counts.completed(weight);
         Ok(())
+    }
+}
+
+/// The operator's calls (store rules 14 and 15), under the key's shard lock like the others.
+impl MemoryStore {
+    fn look_up_sync(&self, key: &StoreKey) -> Option<Held> {
+        let now = Instant::now();
+        let clock = self.records.clock;
+        let at = clock.wall(now);
+        let mut shard = self.shard(key);
+        if let Some(done) = self.completed(key, now) {
+            return Some(Held::Completed(CompletedRecord {
+                status: done.response.status(),
+                stored_at: Some(clock.wall(done.expires_at - done.ttl)),
+                expires_at: clock.wall(done.expires_at),
+                bytes: done.response.encoded_len().unwrap_or_default() as u64,
+                body_kept: done.response.body().is_some(),
+                at,
+            }));
+        }
+        let record = shard.live(key, now)?;
+        Some(Held::InFlight(InFlightRecord {
+            since: Some(clock.wall(record.since)),
+            lease_expires_at: clock.wall(record.lease_until),
+            expires_at: clock.wall(record.expires_at),
+            steps: record
+                .steps
+                .iter()
+                .map(|step| step.name().to_owned())
+                .collect(),
+            suspensions: record.suspensions,
+            // The runtime resumes an operation of this store itself.
+            resumes_at: None,
+            at,
+        }))
+    }
+
+    fn remove_sync(&self, key: &StoreKey) -> Option<RecordState> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let completed = self
+            .records
+            .completed
+            .remove(key)
+            .filter(|record| record.expires_at > now)
+            .map(|_| RecordState::Completed);
+        let in_flight = shard
+            .records
+            .remove(key)
+            .filter(|record| record.expires_at > now)
+            .map(|_| RecordState::InFlight);
+        completed.or(in_flight)
+    }
+}
+
+/// tokio's clock as wall-clock time: the memory store keeps leases and TTLs on tokio's clock,
+/// and a look-up answers times an operator can read. One reading of both clocks, taken when
+/// the store is built, maps the one onto the other, so that a time reads the same in every
+/// look-up.
+#[derive(Clone, Copy)]
+struct Clock {
+    instant: Instant,
+    wall: std::time::SystemTime,
+}
+
+impl Clock {
+    fn start() -> Self {
+        Self {
+            instant: Instant::now(),
+            wall: std::time::SystemTime::now(),
+        }
+    }
+
+    fn wall(&self, instant: Instant) -> std::time::SystemTime {
+        if instant >= self.instant {
+            self.wall + (instant - self.instant)
+        } else {
+            self.wall - (self.instant - instant)
+        }
     }
 }
 
 #[async_trait]
 impl Store for MemoryStore {
     async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        Ok(self.claim_sync(&claim))
+        let outcome = self.claim_sync(&claim);
+        self.observe();
+        Ok(outcome)
     }
 
     fn claim_now(&self, claim: Claim<'_>) -> Option<Result<ClaimOutcome, StoreError>> {
-        Some(Ok(self.claim_sync(&claim)))
+        let outcome = self.claim_sync(&claim);
+        self.observe();
+        Some(Ok(outcome))
     }
 
     async fn complete(
@@ -484,6 +684,14 @@ impl Store for MemoryStore {
         record.suspensions = record.suspensions.saturating_add(1);
         Ok(())
     }
+
+    async fn look_up(&self, key: &StoreKey) -> Result<Option<Held>, StoreError> {
+        Ok(self.look_up_sync(key))
+    }
+
+    async fn remove(&self, key: &StoreKey) -> Result<Option<RecordState>, StoreError> {
+        Ok(self.remove_sync(key))
+    }
 }
 
 #[cfg(test)]
@@ -502,6 +710,25 @@ mod tests {
             b"",
             FingerprintMode::Raw,
         )
+    }
+
+    /// Completes `count` distinct keys with empty responses kept for `ttl`.
+    async fn flood_with_ttl(store: &MemoryStore, count: usize, ttl: Duration) {
+        let fingerprint = fingerprint();
+        let response = StoredResponse::new(StatusCode::OK, HeaderMap::new(), Bytes::new());
+        for _ in 0..count {
+            let (key, token) = (StoreKey::from_bytes(rand::random()), LeaseToken::random());
+            let claim = Claim {
+                key: &key,
+                fingerprint: &fingerprint,
+                token,
+                lease: ttl,
+                ttl,
+                resumable: None,
+            };
+            assert_eq!(store.claim(claim).await.unwrap(), ClaimOutcome::Claimed);
+            store.complete(&key, token, &response, ttl).await.unwrap();
+        }
     }
 
     /// Completes `count` distinct keys with `body_len`-byte responses.
@@ -543,6 +770,35 @@ mod tests {
             kept >= 50,
             "{kept} records kept: the bound should be used, not emptied"
         );
+    }
+
+    #[tokio::test]
+    async fn a_full_store_counts_every_record_it_evicts_before_its_ttl() {
+        let store = MemoryStore::builder().max_entries(100).build();
+        flood(&store, 2_000, 10).await;
+        let fill = store.fill();
+        assert!(fill.records <= 100, "{fill:?}");
+        // Nothing expired and nothing was removed: whatever is gone was evicted early.
+        assert_eq!(fill.evicted_early, 2_000 - fill.records, "{fill:?}");
+        // What the records occupy (650 bytes for a 10-byte body and no header), not their
+        // share of the bound (671 KB each here).
+        let each = fill.bytes / fill.records;
+        assert!((600..1_000).contains(&each), "{fill:?}");
+        assert_eq!(fill.in_flight, 0);
+        assert_eq!(
+            (fill.max_entries, fill.max_bytes),
+            (100, MemoryStore::DEFAULT_MAX_BYTES)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn records_that_expired_are_not_counted_as_evicted_early() {
+        let store = MemoryStore::builder().max_entries(100).build();
+        flood_with_ttl(&store, 100, Duration::from_secs(1)).await;
+        tokio::time::advance(Duration::from_secs(2)).await;
+        flood_with_ttl(&store, 100, Duration::from_secs(3600)).await;
+        let fill = store.fill();
+        assert_eq!(fill.evicted_early, 0, "{fill:?}");
     }
 
     #[tokio::test]

@@ -1,0 +1,11 @@
+use axum::{Json, Router, routing::post};
+use idem_core::idempotent;
+
+#[idempotent(fingerprint_omit = ["clientTimestamp"])]
+async fn handler(Json(body): Json<serde_json::Value>) -> Json<serde_json::Value> {
+    Json(body)
+}
+
+fn main() {
+    let _app: Router = Router::new().route("/", post(handler));
+}
