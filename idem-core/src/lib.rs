@@ -140,6 +140,7 @@ pub mod layer;
 pub mod message;
 mod observe;
 pub mod policy;
+mod presented;
 pub mod problem;
 pub mod replay;
 mod runtime;

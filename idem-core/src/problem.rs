@@ -143,6 +143,9 @@ fn retry_after_seconds(after: Duration) -> u64 {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Bytes::from(self.to_json())).into_response();
+        // The doors that answer in another protocol (gRPC, a broker) read the kind here
+        // rather than from the body; a stored response never carries it.
+        response.extensions_mut().insert(self.kind);
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if let Some(after) = self.retry_after {
