@@ -93,6 +93,11 @@ impl Problem {
         self
     }
 
+    /// When the client should come back, if the problem says (`Retry-After`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
     /// The kind of this problem.
     pub fn kind(&self) -> ProblemKind {
         self.kind

@@ -125,11 +125,13 @@ pub(crate) enum OnConflict {
     Wait(Millis),
 }
 
-/// Where a message's key is: `header("Nats-Msg-Id")` or `json("/order_id")`, checked.
+/// Where a message's key is: `header("Nats-Msg-Id")` or `json("/order_id")`, checked; or,
+/// for a gRPC method, a field of its request message, `field(request_id)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum MessageKey {
     Header(String),
     Json(String),
+    Field(syn::Ident),
 }
 
 /// A variant of one of `__private`'s enums, named by a word: `fingerprint = "raw"` is
@@ -336,7 +338,11 @@ impl Reader {
     }
 
     fn finish(mut self, args: Args) -> syn::Result<Args> {
-        if let (Some(_), Some(scope)) = (&args.key, &args.scope) {
+        let message_handler = args
+            .key
+            .as_ref()
+            .is_some_and(|key| !matches!(key.value, MessageKey::Field(_)));
+        if let (true, Some(scope)) = (message_handler, &args.scope) {
             self.names.push(syn::Error::new(
                 scope.span,
                 "`scope` does not apply to a message handler: its keys belong to its stream (or \
@@ -457,7 +463,7 @@ fn message_key(value: &Expr, about: About) -> syn::Result<MessageKey> {
         syn::Error::new_spanned(
             value,
             format!(
-                r#"expected `header("<name>")` or `json("<pointer>")` for `{}`, as in `{}`"#,
+                r#"expected `header("<name>")` or `json("<pointer>")` (a message handler), or `field(<name>)` (a gRPC method), for `{}`, as in `{}`"#,
                 about.name, about.example
             ),
         )
@@ -470,6 +476,17 @@ fn message_key(value: &Expr, about: About) -> syn::Result<MessageKey> {
     else {
         return Err(expected());
     };
+    if function.path.is_ident("field") {
+        return match unwrap_group(argument) {
+            Expr::Path(field) if field.path.get_ident().is_some() => Ok(MessageKey::Field(
+                field.path.get_ident().expect("checked").clone(),
+            )),
+            _ => Err(syn::Error::new_spanned(
+                argument,
+                "expected the name of a field of the request message, as in `field(request_id)`",
+            )),
+        };
+    }
     let Some(Lit::Str(literal)) = literal(argument) else {
         return Err(expected());
     };

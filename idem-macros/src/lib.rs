@@ -8,6 +8,7 @@
 mod args;
 mod duration;
 mod expand;
+mod grpc;
 mod policy;
 mod validate;
 

@@ -17,6 +17,7 @@
 //! | connection bound | | `SHOP_MAX_CONNECTIONS` | `512` |
 //! | the longest records are kept | | `SHOP_MAX_TTL_MS` | unset: each route's TTL (24 h for payments) |
 //! | NATS with JetStream (payment events, receipts) | | `SHOP_NATS_URL` | none: no broker |
+//! | the gRPC API's address | | `SHOP_GRPC_ADDR` | none: no gRPC API |
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
@@ -68,6 +69,8 @@ environment:
                           published on shop.payments.created (stream SHOP, created when
                           missing) and a receipts consumer writes one receipt per payment
                           (default: no broker, no receipts)
+  SHOP_GRPC_ADDR          where the gRPC API (shop.v1.Payments, with server
+                          reflection) listens, as 127.0.0.1:50051 (default: no gRPC API)
   RUST_LOG                log filter (default info,sqlx::postgres::notice=warn,
                           async_nats=warn; RUST_LOG=info shows PostgreSQL's notices and
                           the NATS client's connection events too)
@@ -90,6 +93,8 @@ pub struct Config {
     pub max_ttl: Option<Duration>,
     /// NATS with JetStream, for the payment events and the receipts consumer.
     pub nats_url: Option<String>,
+    /// Where the gRPC API listens, if anywhere.
+    pub grpc_addr: Option<SocketAddr>,
 }
 
 /// What the command line asked for.
@@ -253,7 +258,17 @@ impl Config {
                 )));
             }
         };
+        let grpc_addr = match var("SHOP_GRPC_ADDR").map(|addr| addr.trim().to_owned()) {
+            None => None,
+            Some(addr) if addr.is_empty() => None,
+            Some(addr) => Some(addr.parse().map_err(|_| {
+                ConfigError(format!(
+                    "SHOP_GRPC_ADDR={addr:?} is not an address, as in 127.0.0.1:50051"
+                ))
+            })?),
+        };
         Ok(Command::Run(Box::new(Self {
+            grpc_addr,
             addr,
             store,
             settings,

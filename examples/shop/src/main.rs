@@ -98,6 +98,25 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
             until_stopped(stopped.clone()),
         ))
     });
+    let grpc = match config.grpc_addr {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|error| format!("SHOP_GRPC_ADDR: cannot listen on {addr}: {error}"))?;
+            println!(
+                "shop: the gRPC API (shop.v1.Payments, with reflection) listens on {}",
+                listener.local_addr()?
+            );
+            let (shop, idem) = (shop.clone(), backend.idem.clone());
+            Some(tokio::spawn(shop::grpc::serve_grpc(
+                listener,
+                shop,
+                idem,
+                until_stopped(stopped.clone()),
+            )))
+        }
+        None => None,
+    };
     let router = shop::app(shop, backend.idem.clone());
     shop::serve(
         listener,
@@ -107,6 +126,10 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         until_stopped(stopped),
     )
     .await?;
+    if let Some(grpc) = grpc {
+        grpc.await?
+            .map_err(|error| format!("the gRPC API: {error}"))?;
+    }
     if let Some(receipts) = receipts {
         receipts.await??;
         // The runner's last messages may have left store writes to retry.
