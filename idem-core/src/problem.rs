@@ -24,7 +24,7 @@ use std::{borrow::Cow, sync::Arc, time::Duration};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
-pub use idem_protocol::problem::{DEFAULT_TYPE_BASE, PROBLEM_JSON, ProblemKind};
+pub use idem_protocol::problem::{DEFAULT_TYPE_BASE, GRPC_ERROR_DOMAIN, PROBLEM_JSON, ProblemKind};
 use serde::Serialize;
 
 /// An RFC 9457 Problem Details answer.
