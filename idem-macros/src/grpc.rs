@@ -227,7 +227,7 @@ fn generate(args: &Args, parts: Parts, mut function: ItemFn) -> TokenStream {
             ))
         }
     };
-    function.block = Box::new(syn::parse2(body).expect("a block"));
+    *function.block = syn::parse2(body).expect("a block");
     quote!(#function)
 }
 

@@ -60,8 +60,6 @@ mod request;
 mod service;
 mod status;
 
-use tonic::Status;
-
 pub use self::{
     descriptor::DescriptorError,
     layer::{GrpcIdempotencyLayer, RequestId},
@@ -70,7 +68,7 @@ pub use self::{
 };
 
 #[cfg(feature = "postgres")]
-impl From<crate::extract::TxError> for Status {
+impl From<crate::extract::TxError> for tonic::Status {
     /// `UNAVAILABLE` with a `RetryInfo` when the database cannot be reached (the key is then
     /// released, so the retry runs), `INTERNAL` when the service is set up wrong.
     fn from(error: crate::extract::TxError) -> Self {
