@@ -368,3 +368,48 @@ async fn sixty_four_calls_at_once_run_once() {
     }
     assert_eq!(service.runs.load(Ordering::SeqCst), 1);
 }
+
+/// `#[idempotent]` takes a method whose receiver is `self: Arc<Self>` (tonic-build's
+/// `use_arc_self`) as it takes `&self`: the `Arc` is the owned service.
+mod arc_receiver {
+    use std::sync::Arc;
+
+    use idem_core::idempotent;
+    use shop::grpc::proto::{CreatePaymentRequest, Payment};
+    use tonic::{Request, Response, Status};
+
+    #[tonic::async_trait]
+    pub(crate) trait Pay: Send + Sync + 'static {
+        async fn create(
+            self: Arc<Self>,
+            request: Request<CreatePaymentRequest>,
+        ) -> Result<Response<Payment>, Status>;
+    }
+
+    pub(crate) struct Service;
+
+    #[tonic::async_trait]
+    impl Pay for Service {
+        #[idempotent(scope = "global", key = field(request_id))]
+        async fn create(
+            self: Arc<Self>,
+            request: Request<CreatePaymentRequest>,
+        ) -> Result<Response<Payment>, Status> {
+            let _service: &Self = &self;
+            Ok(Response::new(Payment {
+                amount: request.get_ref().amount,
+                ..Payment::default()
+            }))
+        }
+    }
+
+    /// Without the layer, the method says so rather than run unrecorded.
+    #[tokio::test]
+    async fn without_the_layer_the_method_is_misconfigured() {
+        let refused = Arc::new(Service)
+            .create(Request::new(CreatePaymentRequest::default()))
+            .await
+            .unwrap_err();
+        idem_tests::grpc_fixture::refusal(&refused, tonic::Code::Internal, "MISCONFIGURED");
+    }
+}

@@ -375,3 +375,42 @@ async fn on_postgres_in_the_records_transaction() {
     assert!(matches!(backend.ledger, shop::ledger::Ledger::Postgres(_)));
     on_store(backend).await;
 }
+
+/// Server reflection describes the API, so that `grpcurl` needs no `.proto`: it lists
+/// `shop.v1.Payments` and serves the file that declares it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_describes_the_api() {
+    use prost::Message;
+    use tonic_reflection::pb::v1::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+        server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+    };
+    let test = GrpcShop::memory(settings()).await;
+    let mut reflection = ServerReflectionClient::new(test.channel().await);
+    let ask = |request| ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(request),
+    };
+    let questions = [
+        ask(MessageRequest::ListServices(String::new())),
+        ask(MessageRequest::FileContainingSymbol("shop.v1.Payments".to_owned())),
+    ];
+    let mut answers = reflection
+        .server_reflection_info(futures_util::stream::iter(questions))
+        .await
+        .unwrap()
+        .into_inner();
+    let listed = answers.message().await.unwrap().unwrap().message_response;
+    let Some(MessageResponse::ListServicesResponse(list)) = listed else {
+        panic!("{listed:?}");
+    };
+    assert!(list.service.iter().any(|service| service.name == "shop.v1.Payments"));
+    let file = answers.message().await.unwrap().unwrap().message_response;
+    let Some(MessageResponse::FileDescriptorResponse(files)) = file else {
+        panic!("{file:?}");
+    };
+    let file = prost_types::FileDescriptorProto::decode(&files.file_descriptor_proto[0][..]).unwrap();
+    assert_eq!(file.package(), "shop.v1");
+    let methods: Vec<_> = file.service[0].method.iter().map(|method| method.name()).collect();
+    assert_eq!(methods, ["CreatePayment", "ListPayments"]);
+}
