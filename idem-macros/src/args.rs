@@ -747,6 +747,11 @@ mod tests {
         );
         assert_eq!(key(quote!(ttl = "1h")), None);
         assert_eq!(
+            key(quote!(key = field(request_id), scope = "global")),
+            Some(MessageKey::Field(syn::parse_quote!(request_id))),
+            "a gRPC method's key, which takes a scope"
+        );
+        assert_eq!(
             errors(quote!(key = header("Nats-Msg-Id"), scope = "global")),
             [
                 "`scope` does not apply to a message handler: its keys belong to its stream (or \
@@ -756,7 +761,7 @@ mod tests {
         assert_eq!(
             errors(quote!(key = "Nats-Msg-Id")),
             [
-                r#"expected `header("<name>")` or `json("<pointer>")` for `key`, as in `key = header("Nats-Msg-Id")`"#
+                r#"expected `header("<name>")` or `json("<pointer>")` (a message handler), or `field(<name>)` (a gRPC method), for `key`, as in `key = header("Nats-Msg-Id")`"#
             ]
         );
         assert_eq!(
@@ -772,7 +777,7 @@ mod tests {
         assert_eq!(
             errors(quote!(key = body("/id"))),
             [
-                r#"expected `header("<name>")` or `json("<pointer>")` for `key`, as in `key = header("Nats-Msg-Id")`"#
+                r#"expected `header("<name>")` or `json("<pointer>")` (a message handler), or `field(<name>)` (a gRPC method), for `key`, as in `key = header("Nats-Msg-Id")`"#
             ]
         );
     }

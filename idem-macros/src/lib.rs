@@ -78,7 +78,7 @@ use proc_macro::TokenStream;
 /// | `fingerprint` | `"json"`: canonical JSON (key order ignored), multipart forms by their parts (boundary ignored); `"raw"`: the body bytes | `"json"` |
 /// | `on_store_error` | `"fail"`: 503 when the store is down; `"run"`: run without idempotency | `"fail"` |
 /// | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
-/// | `key` | `header("<name>")` or `json("<pointer>")`: makes a message handler, keyed by that header or JSON member (below) | none: an HTTP handler, keyed by `Idempotency-Key` |
+/// | `key` | `header("<name>")` or `json("<pointer>")`: makes a message handler, keyed by that header or JSON member (below); `field(<name>)` on a gRPC method: the request message's field that keys a call without `idempotency-key` metadata | none: an HTTP handler, keyed by `Idempotency-Key` |
 ///
 /// A duration is one or more `<number><unit>` groups with the units `ms`, `s`, `m`, `h` and
 /// `d`: `"250ms"`, `"90s"`, `"1h 30m"`, `"7d"`. It must be positive, and `ttl` at least as
