@@ -327,7 +327,10 @@ fn a_grpc_method_refuses_what_does_not_apply() {
         }
     });
     let errors = expand(args, item).to_string();
-    assert!(errors.contains("`fingerprint` does not apply to a gRPC method"), "{errors}");
+    assert!(
+        errors.contains("`fingerprint` does not apply to a gRPC method"),
+        "{errors}"
+    );
     assert!(errors.contains("key message handlers"), "{errors}");
     let (args, item) = split(quote! {
         #[idempotent]

@@ -413,3 +413,45 @@ mod arc_receiver {
         idem_tests::grpc_fixture::refusal(&refused, tonic::Code::Internal, "MISCONFIGURED");
     }
 }
+
+/// Behind a router that matched the whole service (`/shop.v1.Payments/{*rest}`), each method
+/// is still its own route: one key on two methods names two records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_method_is_its_own_route_behind_a_router() {
+    use shop::grpc::proto::ListPaymentsRequest;
+    let service = Counted::default();
+    let idem = Idempotency::new(MemoryStore::default());
+    let layer = GrpcIdempotencyLayer::new(idem, Policy::new())
+        .unary_methods(FILE_DESCRIPTOR_SET, "shop.v1.Payments")
+        .unwrap();
+    let router = tonic::service::Routes::new(PaymentsServer::new(service.clone()))
+        .into_axum_router()
+        .layer(layer);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        Server::builder()
+            .layer(tonic::service::InterceptorLayer::new(authenticate))
+            .add_routes(tonic::service::Routes::from(router))
+            .serve_with_incoming(TcpIncoming::from(listener))
+            .await
+            .unwrap();
+    });
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = PaymentsClient::new(channel);
+    let (alice, key) = (user(), key());
+    pay(&mut client, create(&alice, Some(&key), 9800, ""))
+        .await
+        .unwrap();
+    let mut list = Request::new(ListPaymentsRequest {});
+    authorize(&mut list, &alice);
+    list.metadata_mut()
+        .insert("idempotency-key", key.parse().unwrap());
+    let listed = client.list_payments(list).await;
+    assert!(listed.is_ok(), "another method's record: {listed:?}");
+    server.abort();
+}

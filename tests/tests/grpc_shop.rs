@@ -393,7 +393,9 @@ async fn reflection_describes_the_api() {
     };
     let questions = [
         ask(MessageRequest::ListServices(String::new())),
-        ask(MessageRequest::FileContainingSymbol("shop.v1.Payments".to_owned())),
+        ask(MessageRequest::FileContainingSymbol(
+            "shop.v1.Payments".to_owned(),
+        )),
     ];
     let mut answers = reflection
         .server_reflection_info(futures_util::stream::iter(questions))
@@ -404,13 +406,22 @@ async fn reflection_describes_the_api() {
     let Some(MessageResponse::ListServicesResponse(list)) = listed else {
         panic!("{listed:?}");
     };
-    assert!(list.service.iter().any(|service| service.name == "shop.v1.Payments"));
+    assert!(
+        list.service
+            .iter()
+            .any(|service| service.name == "shop.v1.Payments")
+    );
     let file = answers.message().await.unwrap().unwrap().message_response;
     let Some(MessageResponse::FileDescriptorResponse(files)) = file else {
         panic!("{file:?}");
     };
-    let file = prost_types::FileDescriptorProto::decode(&files.file_descriptor_proto[0][..]).unwrap();
+    let file =
+        prost_types::FileDescriptorProto::decode(&files.file_descriptor_proto[0][..]).unwrap();
     assert_eq!(file.package(), "shop.v1");
-    let methods: Vec<_> = file.service[0].method.iter().map(|method| method.name()).collect();
+    let methods: Vec<_> = file.service[0]
+        .method
+        .iter()
+        .map(|method| method.name())
+        .collect();
     assert_eq!(methods, ["CreatePayment", "ListPayments"]);
 }

@@ -88,7 +88,7 @@ where
     let encoded = frame::encode(&message.encode_to_vec());
     let mut presented = presented::request(path, headers, encoded, key);
     *presented.extensions_mut() = extensions;
-    let presented = request::without_body_limit(presented);
+    let presented = request::for_the_flow(presented);
     let ran = Arc::new(Mutex::new(None));
     let door = MethodDoor {
         message: Mutex::new(Some(message)),

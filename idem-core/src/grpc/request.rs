@@ -186,9 +186,18 @@ pub(crate) fn key(
     })
 }
 
-/// `request` with axum's body limit lifted: the door has bounded the body already, by the
-/// method's message limit rather than axum's 2 MiB.
-pub(crate) fn without_body_limit(request: Request) -> Request {
+/// The presented request as the flow takes it: its route is the method's path, not the
+/// pattern a router matched on its way in (tonic's `Routes` match a whole service as
+/// `/<service>/{*rest}`, which would give every method of it one route), and axum's body limit
+/// is lifted, since the door has bounded the body by the method's message limit already.
+pub(crate) fn for_the_flow(mut request: Request) -> Request {
+    request
+        .extensions_mut()
+        .remove::<axum::extract::MatchedPath>();
+    without_body_limit(request)
+}
+
+fn without_body_limit(request: Request) -> Request {
     let mut service = DefaultBodyLimit::disable().layer(Echo);
     service
         .call(request)

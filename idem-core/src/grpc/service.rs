@@ -145,7 +145,7 @@ async fn presented(
     let mut presented = presented::request(uri, headers, body, key);
     *presented.version_mut() = version;
     *presented.extensions_mut() = extensions;
-    Ok(request::without_body_limit(presented))
+    Ok(request::for_the_flow(presented))
 }
 
 /// The layer's door: the inner service, ready. Its response is read whole and flattened, so
