@@ -113,7 +113,9 @@
 //! records fails, and a DEBUG with the number a sweep deleted (`deleted`); with `client`, an
 //! INFO for each retry (`method`, `path`, `attempts`, `met`, `wait`), a WARN when it gives up,
 //! and a DEBUG for the final answer. A message [`Runner`](message::Runner) logs each message
-//! it settles ([`message`], *Logs*).
+//! it settles ([`message`], *Logs*). With `grpc`, an ERROR from an `#[idempotent]` gRPC
+//! method called without `GrpcIdempotencyLayer`, and from a stored gRPC response that does not
+//! decode as its method's response.
 //!
 //! # Metrics
 //!
