@@ -129,6 +129,8 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(grpc) = grpc {
         grpc.await?
             .map_err(|error| format!("the gRPC API: {error}"))?;
+        // Calls whose clients left may still be storing their results.
+        backend.idem.shutdown().await;
     }
     if let Some(receipts) = receipts {
         receipts.await??;
