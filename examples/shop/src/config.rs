@@ -353,6 +353,15 @@ mod tests {
         assert!(!config.bank_down);
         assert_eq!(config.connections, ConnectionLimits::default());
         assert_eq!(config.nats_url, None);
+        assert_eq!(config.grpc_addr, None, "no gRPC API by default");
+    }
+
+    #[test]
+    fn the_grpc_api_listens_where_shop_grpc_addr_says() {
+        let config = config(&[], &[("SHOP_GRPC_ADDR", " 127.0.0.1:50051 ")]);
+        assert_eq!(config.grpc_addr, Some("127.0.0.1:50051".parse().unwrap()));
+        let error = parse(&[], &[("SHOP_GRPC_ADDR", "localhost")]).unwrap_err();
+        assert!(error.to_string().contains("SHOP_GRPC_ADDR"), "{error}");
     }
 
     #[test]
