@@ -129,7 +129,8 @@ def case_5():
         pay(client, alice, key, timeout=0.2)
         raise AssertionError("the first call did not time out")
     except grpc.RpcError as error:
-        assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED, error
+        # The client's deadline, or tonic's server answering the same deadline first.
+        assert error.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED), error
     while True:
         try:
             payment, replayed = pay(client, alice, key)
