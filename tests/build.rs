@@ -5,7 +5,9 @@
 //! `IDEM_TEST_DATABASE_URL` is, `cfg(idem_test_nats)` and `cfg(idem_test_amqp)` when
 //! `IDEM_TEST_NATS_URL` and `IDEM_TEST_AMQP_URL` are; cargo rebuilds the tests when one changes.
 //! `cfg(idem_test_waitaof)` when the `redis-server` on `PATH` has `WAITAOF` (Redis 7.2 and
-//! later), which the tests of the append-only-file durability need.
+//! later), which the tests of the append-only-file durability need. `cfg(idem_test_python)`
+//! when `IDEM_TEST_PYTHON` names a Python with grpcio-tools, or when `CI` is set: CI runs the
+//! cross-language gRPC test whatever, and fails it if that Python is missing.
 
 use std::process::Command;
 
@@ -21,6 +23,15 @@ fn main() {
         if std::env::var(variable).is_ok_and(|url| !url.is_empty()) {
             println!("cargo::rustc-cfg={cfg}");
         }
+    }
+    // The cross-language gRPC test needs a Python with grpcio-tools; in CI it always runs, so
+    // that a CI without one fails rather than skips it.
+    println!("cargo::rerun-if-env-changed=IDEM_TEST_PYTHON");
+    println!("cargo::rerun-if-env-changed=CI");
+    println!("cargo::rustc-check-cfg=cfg(idem_test_python)");
+    let set = |name: &str| std::env::var(name).is_ok_and(|value| !value.is_empty());
+    if set("IDEM_TEST_PYTHON") || set("CI") {
+        println!("cargo::rustc-cfg=idem_test_python");
     }
     println!("cargo::rerun-if-env-changed=PATH");
     println!("cargo::rustc-check-cfg=cfg(idem_test_waitaof)");

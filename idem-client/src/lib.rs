@@ -115,6 +115,9 @@ mod answer;
 mod backoff;
 mod decide;
 mod error;
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+pub mod grpc;
 mod policy;
 mod problem;
 mod retry_after;

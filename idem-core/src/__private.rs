@@ -24,3 +24,9 @@ pub use crate::{
     policy::{OnConflict, OnStoreError, Policy},
     scope::Scope,
 };
+
+/// What the expansion of `#[idempotent]` on a gRPC method names.
+#[cfg(feature = "grpc")]
+pub mod grpc {
+    pub use crate::grpc::{Method, unary};
+}

@@ -14,7 +14,7 @@ use axum::{
 };
 
 use crate::{
-    annotated::{Idempotent, arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn},
+    annotated::{Idempotent, arguments::FromRequestArgs, door::Annotated, handler::HandlerFn},
     flow::{self, RequestFuture},
     problem::{Problem, ProblemKind},
     runtime::Idempotency,
@@ -39,13 +39,13 @@ where
             let refusal = not_installed(&request);
             return RequestFuture::cancellable(async move { refusal });
         };
-        let endpoint = Annotated {
+        let door = Annotated {
             call: *self,
             state,
             last_runs_on_replay: self.last_runs_on_replay(),
             marker: PhantomData,
         };
-        flow::start(idem, self.policy(), request, endpoint)
+        flow::start(idem, self.policy(), request, door)
     }
 }
 

@@ -277,6 +277,17 @@ mod tests {
             self.0.renew(key, token, lease).await
         }
 
+        async fn look_up(&self, key: &StoreKey) -> Result<Option<crate::store::Held>, StoreError> {
+            self.0.look_up(key).await
+        }
+
+        async fn remove(
+            &self,
+            key: &StoreKey,
+        ) -> Result<Option<crate::store::RecordState>, StoreError> {
+            self.0.remove(key).await
+        }
+
         async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
             Ok(Box::new(Marker))
         }

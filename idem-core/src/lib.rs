@@ -51,6 +51,8 @@
 //! - [`extract`]: what a replay checks; [`PureBody`] for a body extractor a replay may skip.
 //! - [`problem`]: the Problem Details answers and their `type` URIs.
 //! - [`layer`]: the tower layer, [`IdempotencyLayer`].
+//! - `grpc` (feature `grpc`): idempotent unary RPCs on tonic, a layer and `#[idempotent]`
+//!   on a service's method.
 //! - [`message`]: message handlers (`#[idempotent(key = ...)]`) and their [`Runner`](message::Runner),
 //!   on JetStream and RabbitMQ.
 //! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
@@ -67,6 +69,7 @@
 //! | `client` | | `idem_core::client`: the crate `idem-client`, a reqwest call that retries with one key per operation |
 //! | `nats` | | `message::nats`: message handlers on NATS JetStream pull consumers (async-nats) |
 //! | `amqp` | | `message::amqp`: message handlers on RabbitMQ queues (lapin) |
+//! | `grpc` | | `grpc`: idempotent unary RPCs on tonic, with `google.rpc` error details |
 //!
 //! # The contract
 //!
@@ -97,10 +100,14 @@ mod context;
 pub mod extract;
 pub mod fingerprint;
 mod flow;
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+pub mod grpc;
 pub mod layer;
 pub mod message;
 mod observe;
 pub mod policy;
+mod presented;
 pub mod problem;
 pub mod replay;
 mod runtime;

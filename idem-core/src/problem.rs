@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode, header};
 pub use idem_protocol::problem::{
-    CATALOGUE, CATALOGUE_PATH, DEFAULT_TYPE_BASE, PROBLEM_JSON, ProblemKind,
+    CATALOGUE, CATALOGUE_PATH, DEFAULT_TYPE_BASE, GRPC_ERROR_DOMAIN, PROBLEM_JSON, ProblemKind,
 };
 use serde::Serialize;
 
@@ -100,6 +100,11 @@ impl Problem {
         self
     }
 
+    /// When the client should come back, if the problem says (`Retry-After`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
     /// The kind of this problem.
     pub fn kind(&self) -> ProblemKind {
         self.kind
@@ -150,6 +155,9 @@ fn retry_after_seconds(after: Duration) -> u64 {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let mut response = (self.status(), Bytes::from(self.to_json())).into_response();
+        // The doors that answer in another protocol (gRPC, a broker) read the kind here
+        // rather than from the body; a stored response never carries it.
+        response.extensions_mut().insert(self.kind);
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if let Some(after) = self.retry_after {

@@ -144,11 +144,13 @@ pub(crate) struct Pointers(pub(crate) Vec<String>);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct HeaderNames(pub(crate) Vec<String>);
 
-/// Where a message's key is: `header("Nats-Msg-Id")` or `json("/order_id")`, checked.
+/// Where a message's key is: `header("Nats-Msg-Id")` or `json("/order_id")`, checked; or,
+/// for a gRPC method, a field of its request message, `field(request_id)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum MessageKey {
     Header(String),
     Json(String),
+    Field(syn::Ident),
 }
 
 /// A variant of one of `__private`'s enums, named by a word: `fingerprint = "raw"` is
@@ -363,7 +365,11 @@ impl Reader {
     }
 
     fn finish(mut self, args: Args) -> syn::Result<Args> {
-        if let (Some(_), Some(scope)) = (&args.key, &args.scope) {
+        let message_handler = args
+            .key
+            .as_ref()
+            .is_some_and(|key| !matches!(key.value, MessageKey::Field(_)));
+        if let (true, Some(scope)) = (message_handler, &args.scope) {
             self.names.push(syn::Error::new(
                 scope.span,
                 "`scope` does not apply to a message handler: its keys belong to its stream (or \
@@ -623,7 +629,7 @@ fn message_key(value: &Expr, about: About) -> syn::Result<MessageKey> {
         syn::Error::new_spanned(
             value,
             format!(
-                r#"expected `header("<name>")` or `json("<pointer>")` for `{}`, as in `{}`"#,
+                r#"expected `header("<name>")` or `json("<pointer>")` (a message handler), or `field(<name>)` (a gRPC method), for `{}`, as in `{}`"#,
                 about.name, about.example
             ),
         )
@@ -636,6 +642,17 @@ fn message_key(value: &Expr, about: About) -> syn::Result<MessageKey> {
     else {
         return Err(expected());
     };
+    if function.path.is_ident("field") {
+        return match unwrap_group(argument) {
+            Expr::Path(field) if field.path.get_ident().is_some() => Ok(MessageKey::Field(
+                field.path.get_ident().expect("checked").clone(),
+            )),
+            _ => Err(syn::Error::new_spanned(
+                argument,
+                "expected the name of a field of the request message, as in `field(request_id)`",
+            )),
+        };
+    }
     let Some(Lit::Str(literal)) = literal(argument) else {
         return Err(expected());
     };
@@ -896,6 +913,11 @@ mod tests {
         );
         assert_eq!(key(quote!(ttl = "1h")), None);
         assert_eq!(
+            key(quote!(key = field(request_id), scope = "global")),
+            Some(MessageKey::Field(syn::parse_quote!(request_id))),
+            "a gRPC method's key, which takes a scope"
+        );
+        assert_eq!(
             errors(quote!(key = header("Nats-Msg-Id"), scope = "global")),
             [
                 "`scope` does not apply to a message handler: its keys belong to its stream (or \
@@ -905,7 +927,7 @@ mod tests {
         assert_eq!(
             errors(quote!(key = "Nats-Msg-Id")),
             [
-                r#"expected `header("<name>")` or `json("<pointer>")` for `key`, as in `key = header("Nats-Msg-Id")`"#
+                r#"expected `header("<name>")` or `json("<pointer>")` (a message handler), or `field(<name>)` (a gRPC method), for `key`, as in `key = header("Nats-Msg-Id")`"#
             ]
         );
         assert_eq!(
@@ -921,7 +943,7 @@ mod tests {
         assert_eq!(
             errors(quote!(key = body("/id"))),
             [
-                r#"expected `header("<name>")` or `json("<pointer>")` for `key`, as in `key = header("Nats-Msg-Id")`"#
+                r#"expected `header("<name>")` or `json("<pointer>")` (a message handler), or `field(<name>)` (a gRPC method), for `key`, as in `key = header("Nats-Msg-Id")`"#
             ]
         );
     }

@@ -29,7 +29,7 @@ use syn::{
 
 use crate::{
     args::{self, Args, Errors, Extent},
-    policy, validate,
+    grpc, policy, validate,
 };
 
 /// Expands `#[idempotent(args)] item`. On an error, the function is emitted next to the
@@ -46,6 +46,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#error #item);
         }
     };
+    if grpc::is_method(&function) {
+        return grpc::expand(args, function);
+    }
     let mut errors = Errors::default();
     let args = args::parse(args).map_err(|error| errors.push(error)).ok();
     let types = validate::handler(&function)
@@ -107,7 +110,7 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
     });
     let policy = policy::policy(args);
     let constructor = constructor_call(
-        &kind,
+        &quote!(#kind),
         args.extent,
         quote! {
             #key
@@ -129,7 +132,11 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
 /// the first argument starts and the parentheses where the last one ends, the error
 /// underlines the arguments that made the policy. Only the location changes; the names
 /// resolve at the call site, as everywhere else in the expansion.
-fn constructor_call(kind: &Ident, extent: Option<Extent>, arguments: TokenStream) -> TokenStream {
+pub(crate) fn constructor_call(
+    kind: &TokenStream,
+    extent: Option<Extent>,
+    arguments: TokenStream,
+) -> TokenStream {
     let Some(Extent { first, last }) = extent else {
         return quote!(::idem_core::__private::#kind::new(#arguments));
     };

@@ -8,6 +8,7 @@
 mod args;
 mod duration;
 mod expand;
+mod grpc;
 mod policy;
 mod validate;
 
@@ -81,7 +82,7 @@ use proc_macro::TokenStream;
 /// | `key_syntax` | `"lenient"`: `"abc"` or `abc`; `"strict"`: only the sf-string `"abc"` | `"lenient"` |
 /// | `resume_after` | `"off"`, or a duration: the service resumes an operation of several steps that nobody took over within it | `"off"` |
 /// | `keep_headers` | request headers kept to run an abandoned operation again, as `["x-source"]`; never credentials | `[]` |
-/// | `key` | `header("<name>")` or `json("<pointer>")`: makes a message handler, keyed by that header or JSON member (below) | none: an HTTP handler, keyed by `Idempotency-Key` |
+/// | `key` | `header("<name>")` or `json("<pointer>")`: makes a message handler, keyed by that header or JSON member (below); `field(<name>)` on a gRPC method: the request message's field that keys a call without `idempotency-key` metadata | none: an HTTP handler, keyed by `Idempotency-Key` |
 ///
 /// A duration is one or more `<number><unit>` groups with the units `ms`, `s`, `m`, `h` and
 /// `d`: `"250ms"`, `"90s"`, `"1h 30m"`, `"7d"`. It must be positive, and `ttl` at least as

@@ -64,6 +64,9 @@ pub(crate) fn message_key(key: &Given<MessageKey>) -> TokenStream {
         MessageKey::Json(pointer) => {
             quote_spanned!(span=> ::idem_core::__private::MessageKey::Json(#pointer))
         }
+        MessageKey::Field(_) => quote_spanned!(span=> ::core::compile_error!(
+            "`field(..)` keys a gRPC method of a service's trait impl; a message handler's key is `header(..)` or `json(..)`"
+        )),
     }
 }
 

@@ -290,3 +290,54 @@ fn the_argument_tables_are_the_macros() {
         "the attribute's documentation"
     );
 }
+
+/// A gRPC method as `#[async_trait]` hands it over: its body goes to `grpc::unary`, owning a
+/// clone of the service.
+#[test]
+fn a_grpc_method() {
+    snapshot(
+        "grpc_method",
+        quote! {
+            #[idempotent(ttl = "24h", key = field(request_id))]
+            fn create_payment<'life0, 'async_trait>(
+                &'life0 self,
+                request: Request<CreatePaymentRequest>,
+            ) -> ::core::pin::Pin<Box<dyn ::core::future::Future<Output = Result<Response<Payment>, Status>> + ::core::marker::Send + 'async_trait>>
+            where
+                'life0: 'async_trait,
+                Self: 'async_trait,
+            {
+                Box::pin(async move {
+                    let __self = self;
+                    let request = request;
+                    let __ret: Result<Response<Payment>, Status> = { __self.pay(request).await };
+                    #[allow(unreachable_code)]
+                    __ret
+                })
+            }
+        },
+    );
+}
+
+/// What does not apply to a gRPC method is refused, each on its own tokens.
+#[test]
+fn a_grpc_method_refuses_what_does_not_apply() {
+    let (args, item) = split(quote! {
+        #[idempotent(fingerprint = "raw", key = header("x-key"))]
+        fn create(&self, request: Request<M>) -> Pin<Box<dyn Future<Output = R> + Send>> {
+            Box::pin(async move { let __self = self; })
+        }
+    });
+    let errors = expand(args, item).to_string();
+    assert!(
+        errors.contains("`fingerprint` does not apply to a gRPC method"),
+        "{errors}"
+    );
+    assert!(errors.contains("key message handlers"), "{errors}");
+    let (args, item) = split(quote! {
+        #[idempotent]
+        async fn create(&self, request: Request<M>) -> R { todo!() }
+    });
+    let errors = expand(args, item).to_string();
+    assert!(errors.contains("#[tonic::async_trait]"), "{errors}");
+}

@@ -44,6 +44,10 @@ pub const CATALOGUE_PATH: &str = "/problems/idempotency";
 /// knows its public URL can make it absolute with its own base.
 pub const DEFAULT_TYPE_BASE: &str = "/problems/idempotency#";
 
+/// The `domain` of the `google.rpc.ErrorInfo` a gRPC door attaches to each of its refusals:
+/// with [`ProblemKind::reason`], it names the kind, as the `type` URI does over HTTP.
+pub const GRPC_ERROR_DOMAIN: &str = "idem-rs.github.io";
+
 /// The kinds of error the library answers, each with its own status, title and `type` URI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -134,26 +138,94 @@ impl ProblemKind {
     pub fn type_uri(self) -> String {
         format!("{DEFAULT_TYPE_BASE}{}", self.slug())
     }
+
+    /// The gRPC status code a gRPC door answers this kind with, as its number
+    /// (`google.rpc.Code`): the table of `docs/grpc.md`, beside the HTTP statuses.
+    ///
+    /// ```
+    /// use idem_protocol::problem::ProblemKind;
+    ///
+    /// assert_eq!(ProblemKind::RequestInFlight.grpc_code(), 10); // ABORTED
+    /// assert_eq!(ProblemKind::KeyReused.grpc_code(), 9); // FAILED_PRECONDITION
+    /// ```
+    pub const fn grpc_code(self) -> i32 {
+        match self {
+            // INVALID_ARGUMENT: wrong whatever the server's state.
+            Self::KeyMissing | Self::KeyMalformed => 3,
+            // UNAUTHENTICATED.
+            Self::PrincipalMissing => 16,
+            // ABORTED: a concurrency conflict; retry, and get the first call's result.
+            Self::RequestInFlight => 10,
+            // FAILED_PRECONDITION: the key's state refuses the call, and a retry as it is
+            // meets the same refusal. Not ALREADY_EXISTS, which a client of a create may take
+            // for "my earlier call made it": for another request under the key, it did not.
+            Self::KeyReused | Self::ResponseNotReplayable => 9,
+            // RESOURCE_EXHAUSTED: gRPC's code for a message over the configured limit.
+            Self::BodyTooLarge => 8,
+            // CANCELLED: the request stream ended before its message did.
+            Self::BodyUnreadable => 1,
+            // INTERNAL.
+            // INTERNAL: the service's own fault, steps changed under an operation included.
+            Self::HandlerFailed | Self::Misconfigured | Self::StepsChanged => 13,
+            // UNAVAILABLE: come back after the `RetryInfo`.
+            Self::StoreUnavailable => 14,
+        }
+    }
+
+    /// The `reason` of the `google.rpc.ErrorInfo` a gRPC door attaches: the slug in the form
+    /// AIP-193 asks of a reason (upper snake case), so that `key-reused` over HTTP is
+    /// `KEY_REUSED` over gRPC; the `domain` is [`GRPC_ERROR_DOMAIN`].
+    ///
+    /// ```
+    /// use idem_protocol::problem::ProblemKind;
+    ///
+    /// assert_eq!(ProblemKind::KeyReused.reason(), "KEY_REUSED");
+    /// assert_eq!(ProblemKind::from_reason("KEY_REUSED"), Some(ProblemKind::KeyReused));
+    /// ```
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::KeyMissing => "KEY_MISSING",
+            Self::KeyMalformed => "KEY_MALFORMED",
+            Self::PrincipalMissing => "PRINCIPAL_MISSING",
+            Self::RequestInFlight => "REQUEST_IN_FLIGHT",
+            Self::ResponseNotReplayable => "RESPONSE_NOT_REPLAYABLE",
+            Self::BodyTooLarge => "BODY_TOO_LARGE",
+            Self::BodyUnreadable => "BODY_UNREADABLE",
+            Self::KeyReused => "KEY_REUSED",
+            Self::HandlerFailed => "HANDLER_FAILED",
+            Self::Misconfigured => "MISCONFIGURED",
+            Self::StoreUnavailable => "STORE_UNAVAILABLE",
+            Self::StepsChanged => "STEPS_CHANGED",
+        }
+    }
+
+    /// The kind whose [`reason`](Self::reason) is `reason`.
+    pub fn from_reason(reason: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.reason() == reason)
+    }
+
+    /// Every kind.
+    pub const ALL: [Self; 12] = [
+        Self::KeyMissing,
+        Self::KeyMalformed,
+        Self::PrincipalMissing,
+        Self::RequestInFlight,
+        Self::ResponseNotReplayable,
+        Self::BodyTooLarge,
+        Self::BodyUnreadable,
+        Self::KeyReused,
+        Self::HandlerFailed,
+        Self::Misconfigured,
+        Self::StoreUnavailable,
+        Self::StepsChanged,
+    ];
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const ALL: [ProblemKind; 12] = [
-        ProblemKind::KeyMissing,
-        ProblemKind::KeyMalformed,
-        ProblemKind::PrincipalMissing,
-        ProblemKind::RequestInFlight,
-        ProblemKind::ResponseNotReplayable,
-        ProblemKind::BodyTooLarge,
-        ProblemKind::BodyUnreadable,
-        ProblemKind::KeyReused,
-        ProblemKind::HandlerFailed,
-        ProblemKind::Misconfigured,
-        ProblemKind::StoreUnavailable,
-        ProblemKind::StepsChanged,
-    ];
+    const ALL: [ProblemKind; 12] = ProblemKind::ALL;
 
     #[test]
     fn the_repository_catalogue_ends_with_this_one() {
@@ -203,6 +275,22 @@ mod tests {
                 CATALOGUE[at..].starts_with(&opening),
                 "the section of {} must open with {opening:?}",
                 kind.slug()
+            );
+        }
+    }
+
+    #[test]
+    fn every_reason_is_its_slug_in_upper_snake_case() {
+        for kind in ALL {
+            assert_eq!(kind.reason(), kind.slug().to_uppercase().replace('-', "_"));
+            assert_eq!(ProblemKind::from_reason(kind.reason()), Some(kind));
+            // AIP-193: `[A-Z][A-Z0-9_]+[A-Z0-9]`, at most 63 characters.
+            let reason = kind.reason().as_bytes();
+            assert!(reason.len() <= 63 && reason[0].is_ascii_uppercase());
+            assert!(
+                reason
+                    .iter()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
             );
         }
     }

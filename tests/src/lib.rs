@@ -6,6 +6,7 @@
 
 pub mod amqp_fixture;
 pub mod gate;
+pub mod grpc_fixture;
 pub mod inprocess;
 pub mod ledger;
 pub mod message_fixture;

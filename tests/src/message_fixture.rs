@@ -286,7 +286,7 @@ impl<S: idem_core::message::MessageSource> idem_core::message::MessageSource for
     async fn check(
         &mut self,
         needs: idem_core::message::Requirements,
-    ) -> Result<(), idem_core::message::RunnerError> {
+    ) -> Result<(), idem_core::message::CheckError> {
         self.source.check(needs).await
     }
 

@@ -623,6 +623,20 @@ impl Store for Stepless {
     ) -> Result<(), idem_core::store::StoreError> {
         self.0.renew(key, token, lease).await
     }
+
+    async fn look_up(
+        &self,
+        key: &idem_core::StoreKey,
+    ) -> Result<Option<idem_core::store::Held>, idem_core::store::StoreError> {
+        self.0.look_up(key).await
+    }
+
+    async fn remove(
+        &self,
+        key: &idem_core::StoreKey,
+    ) -> Result<Option<idem_core::store::RecordState>, idem_core::store::StoreError> {
+        self.0.remove(key).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,7 @@
 //! | NATS with JetStream (payment events, receipts) | | `SHOP_NATS_URL` | none: no broker |
 //! | the admin API's token | | `SHOP_ADMIN_TOKEN` | unset: no admin API |
 //! | the memory store's bound on records | | `SHOP_MEMORY_MAX_ENTRIES` | `100000` |
+//! | the gRPC API's address | | `SHOP_GRPC_ADDR` | none: no gRPC API |
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
@@ -84,6 +85,8 @@ environment:
                           published on shop.payments.created (stream SHOP, created when
                           missing) and a receipts consumer writes one receipt per payment
                           (default: no broker, no receipts)
+  SHOP_GRPC_ADDR          where the gRPC API (shop.v1.Payments, with server
+                          reflection) listens, as 127.0.0.1:50051 (default: no gRPC API)
   RUST_LOG                log filter (default info,sqlx::postgres::notice=warn,
                           async_nats=warn; RUST_LOG=info shows PostgreSQL's notices and
                           the NATS client's connection events too)
@@ -111,6 +114,8 @@ pub struct Config {
     pub nats_url: Option<String>,
     /// The most completed records a memory store keeps, if not its default.
     pub memory_max_entries: Option<u64>,
+    /// Where the gRPC API listens, if anywhere.
+    pub grpc_addr: Option<SocketAddr>,
 }
 
 /// What the command line asked for.
@@ -320,7 +325,17 @@ impl Config {
                 )));
             }
         };
+        let grpc_addr = match var("SHOP_GRPC_ADDR").map(|addr| addr.trim().to_owned()) {
+            None => None,
+            Some(addr) if addr.is_empty() => None,
+            Some(addr) => Some(addr.parse().map_err(|_| {
+                ConfigError(format!(
+                    "SHOP_GRPC_ADDR={addr:?} is not an address, as in 127.0.0.1:50051"
+                ))
+            })?),
+        };
         Ok(Command::Run(Box::new(Self {
+            grpc_addr,
             addr,
             store,
             settings,
@@ -407,6 +422,15 @@ mod tests {
         assert!(!config.bank_down);
         assert_eq!(config.connections, ConnectionLimits::default());
         assert_eq!(config.nats_url, None);
+        assert_eq!(config.grpc_addr, None, "no gRPC API by default");
+    }
+
+    #[test]
+    fn the_grpc_api_listens_where_shop_grpc_addr_says() {
+        let config = config(&[], &[("SHOP_GRPC_ADDR", " 127.0.0.1:50051 ")]);
+        assert_eq!(config.grpc_addr, Some("127.0.0.1:50051".parse().unwrap()));
+        let error = parse(&[], &[("SHOP_GRPC_ADDR", "localhost")]).unwrap_err();
+        assert!(error.to_string().contains("SHOP_GRPC_ADDR"), "{error}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod bank_service;
 pub mod checkout;
 pub mod config;
 pub mod events;
+pub mod grpc;
 pub mod health;
 pub mod json;
 pub mod ledger;

@@ -97,6 +97,25 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
             until_stopped(stopped.clone()),
         ))
     });
+    let grpc = match config.grpc_addr {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|error| format!("SHOP_GRPC_ADDR: cannot listen on {addr}: {error}"))?;
+            println!(
+                "shop: the gRPC API (shop.v1.Payments, with reflection) listens on {}",
+                listener.local_addr()?
+            );
+            let (shop, idem) = (shop.clone(), backend.idem.clone());
+            Some(tokio::spawn(shop::grpc::serve_grpc(
+                listener,
+                shop,
+                idem,
+                until_stopped(stopped.clone()),
+            )))
+        }
+        None => None,
+    };
     let router = shop::app(shop, backend.idem.clone());
     // Transfers whose users gave up are finished by the shop itself, through its own router.
     backend.idem.resumer(router.clone()).start()?;
@@ -108,6 +127,12 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         until_stopped(stopped),
     )
     .await?;
+    if let Some(grpc) = grpc {
+        grpc.await?
+            .map_err(|error| format!("the gRPC API: {error}"))?;
+        // Calls whose clients left may still be storing their results.
+        backend.idem.shutdown().await;
+    }
     if let Some(receipts) = receipts {
         receipts.await??;
     }

@@ -11,8 +11,8 @@
 //! - [`handler`]: the handler's boxed future, and calling it through its `fn` pointer.
 //! - [`arguments`]: extracting its arguments in two steps around the claim of the key.
 //! - [`last_argument`]: whether its last argument is a guard that runs before every replay.
-//! - [`endpoint`]: the annotated handler's [`Endpoint`](crate::flow::Endpoint), what it
-//!   supplies to the flow.
+//! - [`door`]: the annotated handler's [`Door`](crate::flow::Door), what it supplies to the
+//!   flow.
 //!
 //! Nothing here is public API: the expansion names these items through `__private`.
 
@@ -21,7 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 pub(crate) mod arguments;
-pub(crate) mod endpoint;
+pub(crate) mod door;
 pub(crate) mod handler;
 pub(crate) mod last_argument;
 

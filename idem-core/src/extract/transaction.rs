@@ -108,6 +108,23 @@ impl Tx {
     }
 }
 
+impl Tx {
+    /// The transaction of the call whose extensions are `extensions`: what a gRPC method
+    /// under `#[idempotent]` or `GrpcIdempotencyLayer` writes in
+    /// (`Tx::from_extensions(request.extensions())?`), as an axum handler takes `Tx` as an
+    /// argument. Fails with [`TxErrorKind::NoContext`] where the call has no idempotency.
+    pub fn from_extensions(extensions: &http::Extensions) -> Result<Self, TxError> {
+        let context = extensions
+            .get::<IdempotencyContext>()
+            .cloned()
+            .ok_or_else(|| TxError::new(TxErrorKind::NoContext, None))?;
+        Ok(Self {
+            context,
+            guard: None,
+        })
+    }
+}
+
 impl fmt::Debug for Tx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tx")
@@ -120,15 +137,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Tx {
     type Rejection = TxError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let context = parts
-            .extensions
-            .get::<IdempotencyContext>()
-            .cloned()
-            .ok_or_else(|| TxError::new(TxErrorKind::NoContext, None))?;
-        Ok(Self {
-            context,
-            guard: None,
-        })
+        Self::from_extensions(&parts.extensions)
     }
 }
 
@@ -201,8 +210,9 @@ impl TxError {
     }
 }
 
-impl IntoResponse for TxError {
-    fn into_response(self) -> Response {
+impl TxError {
+    /// The Problem this error answers, logged as it is made.
+    pub(crate) fn into_problem(self) -> Problem {
         match &self.kind {
             // A store without transactions is a misconfiguration, not an outage.
             TxErrorKind::Begin(StoreError::Unsupported(_)) => {
@@ -214,7 +224,6 @@ impl IntoResponse for TxError {
                     ProblemKind::Misconfigured,
                     "the Tx extractor needs a PostgresStore as the idempotency store",
                 )
-                .into_response()
             }
             TxErrorKind::Begin(error) => {
                 tracing::warn!(
@@ -231,13 +240,17 @@ impl IntoResponse for TxError {
                      with the same Idempotency-Key",
                 )
                 .with_retry_after(retry_after)
-                .into_response()
             }
             misconfigured => {
                 tracing::error!(error = %misconfigured, "Tx extractor misconfigured");
                 self.problem(ProblemKind::Misconfigured, misconfigured.to_string())
-                    .into_response()
             }
         }
+    }
+}
+
+impl IntoResponse for TxError {
+    fn into_response(self) -> Response {
+        self.into_problem().into_response()
     }
 }

@@ -3,11 +3,11 @@
 //!
 //! 1. **Admit** ([`admit`]): parse the key, buffer the body (bounded), fingerprint it. Nothing
 //!    here needs the store; a refusal is 400 or 413.
-//! 2. **Parts checks** ([`Endpoint::head`]): what guards the handler and reads only the
+//! 2. **Parts checks** ([`Door::head`]): what guards the handler and reads only the
 //!    request's parts; for `#[idempotent]`, its parts extractors, one of which may be the
 //!    authentication that names the principal.
 //! 3. **Scope** ([`admit::store_key`]): the principal (401 without one) and the store key.
-//! 4. **Body checks** ([`Endpoint::prepare`]): what guards the handler and reads the body;
+//! 4. **Body checks** ([`Door::prepare`]): what guards the handler and reads the body;
 //!    for `#[idempotent]`, a body extractor that is not a pure parser (a signed webhook's).
 //!    Steps 2 and 4 run before the claim, so a replay is answered only to a request that
 //!    passed them again.
@@ -20,8 +20,9 @@
 //! on its way to the store lands and is followed through, and a handler that has started
 //! stores its result for the retry.
 //!
-//! What differs between the doors (the layer, the attribute) is the [`Endpoint`]: which checks
-//! run in steps 2 and 4, and how the handler is called. The answers the flow gives instead of
+//! What differs between the doors (the layer, the attribute, the message and gRPC doors) is
+//! the [`Door`] each supplies: which checks run in steps 2 and 4, and how the handler is
+//! called. The answers the flow gives instead of
 //! the handler's are worded in [`problems`]; the store is reached through the runtime.
 
 // A refusal is a `Response`, returned once per request; see `__private`.
@@ -51,9 +52,9 @@ use crate::{
     scope::Route,
 };
 
-/// What the layer and the attribute each supply to [`handle`]: the checks that guard the
-/// handler, and how it is called.
-pub(crate) trait Endpoint: Send + Sized + 'static {
+/// A door: what each way in (the layer, the attribute, a message, a gRPC call) supplies to
+/// [`handle`]: the checks that guard the handler, and how it is called.
+pub(crate) trait Door: Send + Sized + 'static {
     /// What the parts checks produce: the parts extractors' values, for an annotated handler.
     type Head: Send + 'static;
     /// What the handler is called with once its key is claimed.
@@ -62,12 +63,12 @@ pub(crate) trait Endpoint: Send + Sized + 'static {
     /// Whether the checks before the claim (steps 2 and 4) may read the request's
     /// [`IdempotencyContext`]: an annotated handler's extractors may (`Tx` is one), so its
     /// request gets the context first. The layer has no checks of its own: its request gets
-    /// the context only when the handler is about to run ([`Endpoint::attach`]), and a replay
+    /// the context only when the handler is about to run ([`Door::attach`]), and a replay
     /// does not pay for one.
     const CHECKS_READ_CONTEXT: bool;
 
-    /// Gives a claimed request its context, for an endpoint whose checks do not read it.
-    /// Not called when [`Endpoint::CHECKS_READ_CONTEXT`] is set: the context is in the
+    /// Gives a claimed request its context, for a door whose checks do not read it.
+    /// Not called when [`Door::CHECKS_READ_CONTEXT`] is set: the context is in the
     /// request's extensions already.
     fn attach(prepared: &mut Self::Prepared, context: IdempotencyContext);
 
@@ -96,23 +97,23 @@ pub(crate) fn start(
     idem: Idempotency,
     policy: Policy,
     request: Request,
-    endpoint: impl Endpoint,
+    door: impl Door,
 ) -> RequestFuture {
     let tasks = idem.tasks().clone();
     let policy = idem.applied(policy);
     let route = Route::of(request.extensions(), request.uri());
     let span = observe::request_span(route.as_str());
-    let flow = async move { handle(&idem, &policy, request, route, endpoint).await };
+    let flow = async move { handle(&idem, &policy, request, route, door).await };
     RequestFuture::detachable(observe::in_span(span, flow), &tasks)
 }
 
 /// Takes a request through the whole sequence (see the [module docs](self)) and answers it.
-async fn handle<E: Endpoint>(
+async fn handle<E: Door>(
     idem: &Idempotency,
     policy: &Policy,
     mut request: Request,
     route: Route,
-    endpoint: E,
+    door: E,
 ) -> Response {
     let early_context =
         E::CHECKS_READ_CONTEXT.then(|| context_in(request.extensions_mut(), idem, policy));
@@ -126,12 +127,12 @@ async fn handle<E: Endpoint>(
         Ok(Admission::WithoutKey(mut request)) => {
             let context =
                 early_context.unwrap_or_else(|| context_in(request.extensions_mut(), idem, policy));
-            let handler = move || endpoint.call_without_key(request);
+            let handler = move || door.call_without_key(request);
             return execute::without_record(policy, &route, context, handler).await;
         }
         Err(refusal) => return refusal,
     };
-    let head = match endpoint.head(&mut parts).await {
+    let head = match door.head(&mut parts).await {
         Ok(head) => head,
         Err(rejection) => return rejection,
     };
@@ -151,7 +152,7 @@ async fn handle<E: Endpoint>(
     });
     drop(principal);
     observe::span_key(&store_key);
-    let mut prepared = match endpoint.prepare(head, parts, body).await {
+    let mut prepared = match door.prepare(head, parts, body).await {
         Ok(prepared) => prepared,
         Err(rejection) => return rejection,
     };
@@ -174,7 +175,7 @@ async fn handle<E: Endpoint>(
         E::attach(&mut prepared, context.clone());
         context
     });
-    let handler = move || endpoint.call(prepared);
+    let handler = move || door.call(prepared);
     let Some(lease) = lease else {
         return execute::without_record(policy, &route, context, handler).await;
     };

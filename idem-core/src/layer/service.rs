@@ -20,7 +20,7 @@ use http::request::Parts;
 use super::IdempotencyLayer;
 use crate::{
     context::IdempotencyContext,
-    flow::{self, Endpoint, RequestFuture},
+    flow::{self, Door, RequestFuture},
 };
 
 /// The future of an [`IdempotencyService`]: a request the layer takes through idempotency
@@ -79,7 +79,7 @@ where
     }
 }
 
-/// The wrapped service, ready: the layer's [`Endpoint`]. Its extractors and middleware run
+/// The wrapped service, ready: the layer's [`Door`]. Its extractors and middleware run
 /// only when the handler does, so the layer has no checks of its own before the claim; the
 /// application's authentication goes outside the layer (see the [module docs](super)).
 struct Wrapped<S>(S);
@@ -102,7 +102,7 @@ where
     }
 }
 
-impl<S, R> Endpoint for Wrapped<S>
+impl<S, R> Door for Wrapped<S>
 where
     S: Service<Request, Response = R, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,

@@ -50,8 +50,7 @@ use lapin::{
 
 use super::{
     route::path_segment,
-    runner::RunnerError,
-    source::{BrokerError, Delivery, MessageSource, Requirements},
+    source::{BrokerError, CheckError, Delivery, MessageSource, Requirements},
 };
 
 /// A RabbitMQ queue, as a source of messages.
@@ -105,7 +104,7 @@ impl MessageSource for RabbitMq {
         format!("/amqp/{}", path_segment(&self.queue))
     }
 
-    async fn check(&mut self, _needs: Requirements) -> Result<(), RunnerError> {
+    async fn check(&mut self, _needs: Requirements) -> Result<(), CheckError> {
         let passive = QueueDeclareOptions {
             passive: true,
             ..QueueDeclareOptions::default()
@@ -114,7 +113,7 @@ impl MessageSource for RabbitMq {
             .queue_declare(self.queue.as_str().into(), passive, FieldTable::default())
             .await
             .map_err(|error| {
-                RunnerError::Refused(format!(
+                CheckError::Refused(format!(
                     "the queue {:?} cannot be consumed (it must exist: the runner declares \
                      nothing): {error}",
                     self.queue
@@ -123,7 +122,7 @@ impl MessageSource for RabbitMq {
         self.channel
             .basic_qos(self.prefetch, BasicQosOptions::default())
             .await
-            .map_err(|error| RunnerError::Broker(error.into()))
+            .map_err(|error| CheckError::Broker(error.into()))
     }
 
     async fn next(&mut self) -> Option<Result<RabbitMqDelivery, BrokerError>> {

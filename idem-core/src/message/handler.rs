@@ -17,9 +17,9 @@ use http::request::Parts;
 
 use super::key::MessageKey;
 use crate::{
-    annotated::{Idempotent, arguments::FromRequestArgs, endpoint::Annotated, handler::HandlerFn},
+    annotated::{Idempotent, arguments::FromRequestArgs, door::Annotated, handler::HandlerFn},
     context::IdempotencyContext,
-    flow::{self, Endpoint, RequestFuture},
+    flow::{self, Door, RequestFuture},
     policy::Policy,
     runtime::Idempotency,
     scope::Scope,
@@ -178,14 +178,14 @@ impl fmt::Debug for MessageService {
     }
 }
 
-/// The message door's [`Endpoint`]: an annotated handler's, which also notes whether the handler
+/// The message door's [`Door`]: an annotated handler's, which also notes whether the handler
 /// was called, so that the runner can tell a refusal from a result.
 struct Observed<E> {
     inner: E,
     ran: Arc<AtomicBool>,
 }
 
-impl<E: Endpoint> Endpoint for Observed<E> {
+impl<E: Door> Door for Observed<E> {
     type Head = E::Head;
     type Prepared = E::Prepared;
 

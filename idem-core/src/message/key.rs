@@ -1,7 +1,7 @@
 //! [`MessageKey`]: where a message's idempotency key is: a header of the message, or a member
 //! of its JSON body.
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName};
 use serde_json::Value;
 
 /// Where a message handler finds the key of a message.
@@ -105,26 +105,9 @@ impl MessageKey {
     }
 }
 
-/// `key` as the value of an `Idempotency-Key` header: an RFC 9651 sf-string, which both key
-/// syntaxes accept and in which a comma is part of the key. `None` when the key has a
-/// character a header value cannot carry; the flow refuses what the key rules refuse
-/// (visible ASCII, 1 to 255 characters).
-pub(crate) fn as_header_value(key: &str) -> Option<HeaderValue> {
-    let mut quoted = String::with_capacity(key.len() + 2);
-    quoted.push('"');
-    for character in key.chars() {
-        if matches!(character, '"' | '\\') {
-            quoted.push('\\');
-        }
-        quoted.push(character);
-    }
-    quoted.push('"');
-    HeaderValue::from_str(&quoted).ok()
-}
-
 #[cfg(test)]
 mod tests {
-    use idem_protocol::key::{IdempotencyKey, KeySyntax};
+    use http::HeaderValue;
 
     use super::*;
 
@@ -171,17 +154,5 @@ mod tests {
             MessageKey::json("id").check(),
             Err(MessageKeyError::InvalidPointer("id"))
         );
-    }
-
-    #[test]
-    fn the_header_value_is_the_same_key_in_both_syntaxes() {
-        for key in ["m-1", "a,b", r#"say"hi""#, r"back\slash"] {
-            let value = as_header_value(key).unwrap();
-            for syntax in [KeySyntax::Lenient, KeySyntax::Strict] {
-                let parsed = IdempotencyKey::parse(&value, syntax).unwrap();
-                assert_eq!(parsed.as_str(), key);
-            }
-        }
-        assert!(as_header_value("caf\u{e9}\n").is_none());
     }
 }

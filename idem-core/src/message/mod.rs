@@ -67,13 +67,19 @@
 //! is ended (with why), when the broker does not confirm a settlement, or when it fails to
 //! deliver.
 
-mod door;
+// One direction, from the top down: `runner` (the public driver) uses `process` (one
+// delivery through the flow and settled), which uses `handler` (the handler and its state),
+// `verdict` (the flow's answer read), `stats` and `source` (the broker's trait); the leaves
+// `error`, `key` and `route` use nothing here. What the message door shares with the gRPC
+// door (the presented request, the key as a header, a Problem's kind) is `crate::presented`.
 mod error;
 mod handler;
 mod key;
+mod process;
 mod route;
 mod runner;
 mod source;
+mod stats;
 mod verdict;
 
 #[cfg(feature = "nats")]
@@ -89,6 +95,7 @@ pub use self::{
     handler::{MessageHandler, MessageService},
     key::{MessageKey, MessageKeyError},
     route::path_segment,
-    runner::{Runner, RunnerError, RunnerStats},
-    source::{BrokerError, Delivery, MessageSource, Requirements},
+    runner::{Runner, RunnerError},
+    source::{BrokerError, CheckError, Delivery, MessageSource, Requirements},
+    stats::RunnerStats,
 };

@@ -46,8 +46,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::{
     route::path_segment,
-    runner::RunnerError,
-    source::{BrokerError, Delivery, MessageSource, Requirements},
+    source::{BrokerError, CheckError, Delivery, MessageSource, Requirements},
 };
 
 /// A JetStream pull consumer, as a source of messages.
@@ -120,17 +119,17 @@ impl MessageSource for JetStream {
         )
     }
 
-    async fn check(&mut self, needs: Requirements) -> Result<(), RunnerError> {
+    async fn check(&mut self, needs: Requirements) -> Result<(), CheckError> {
         let info = self
             .consumer
             .info()
             .await
-            .map_err(|error| RunnerError::Broker(error.into()))?
+            .map_err(|error| CheckError::Broker(error.into()))?
             .clone();
         let config = &info.config;
         let name = format!("the consumer {}/{}", info.stream_name, info.name);
         if config.ack_policy != AckPolicy::Explicit {
-            return Err(RunnerError::Refused(format!(
+            return Err(CheckError::Refused(format!(
                 "{name} does not take explicit acks (ack_policy {:?}): a message is acknowledged \
                  only once its result is stored; use AckPolicy::Explicit",
                 config.ack_policy
@@ -143,7 +142,7 @@ impl MessageSource for JetStream {
         };
         let shortest = ack_waits.iter().copied().min().unwrap_or(config.ack_wait);
         if needs.lease > shortest {
-            return Err(RunnerError::Refused(format!(
+            return Err(CheckError::Refused(format!(
                 "the lease ({:?}) is longer than the AckWait of {name} ({shortest:?}): the \
                  server could deliver a message again to another consumer while its key is \
                  still leased to a handler that died, and that delivery would wait a whole \
@@ -155,10 +154,10 @@ impl MessageSource for JetStream {
             .context
             .get_stream(&info.stream_name)
             .await
-            .map_err(|error| RunnerError::Broker(error.into()))?;
+            .map_err(|error| CheckError::Broker(error.into()))?;
         let max_age = stream.cached_info().config.max_age;
         match Self::horizon(max_age, &ack_waits, config.max_deliver) {
-            Some(horizon) if horizon > needs.ttl => Err(RunnerError::Refused(format!(
+            Some(horizon) if horizon > needs.ttl => Err(CheckError::Refused(format!(
                 "{name} may deliver a message again up to {horizon:?} after it was first \
                  delivered (the stream's max_age, or max_deliver deliveries of AckWait each), \
                  longer than the TTL ({:?}) for which its key is remembered: a late redelivery \

@@ -1,24 +1,19 @@
 //! [`Runner`]: drives a broker's consumer through a message handler, N messages at a time,
 //! and stops gracefully.
 
-use std::{
-    future::Future,
-    pin::pin,
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
-};
+use std::{future::Future, pin::pin, sync::Arc, time::Duration};
 
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
+use http::Uri;
+
 use super::{
-    door::Door,
     handler::MessageService,
     key::MessageKeyError,
-    source::{BrokerError, MessageSource, Requirements},
+    process::{Processor, Redelivery},
+    source::{BrokerError, CheckError, MessageSource, Requirements},
+    stats::RunnerStats,
 };
 use crate::{policy::Policy, runtime::Idempotency};
 
@@ -36,6 +31,15 @@ pub enum RunnerError {
     /// The broker could not be asked (its consumer or stream is missing, say).
     #[error("the broker: {0}")]
     Broker(#[source] BrokerError),
+}
+
+impl From<CheckError> for RunnerError {
+    fn from(error: CheckError) -> Self {
+        match error {
+            CheckError::Refused(why) => Self::Refused(why),
+            CheckError::Broker(error) => Self::Broker(error),
+        }
+    }
 }
 
 /// Runs a [`MessageService`] over a broker's consumer: each message goes through the same
@@ -72,27 +76,8 @@ pub struct Runner {
     idem: Idempotency,
     service: MessageService,
     concurrency: usize,
-    settings: Settings,
+    redelivery: Redelivery,
     stats: RunnerStats,
-}
-
-/// How the runner treats failures.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Settings {
-    pub(super) max_attempts: u64,
-    pub(super) first_backoff: Duration,
-    pub(super) longest_backoff: Duration,
-}
-
-impl Settings {
-    /// The delay before the next attempt after `attempt` failed: doubling from the first
-    /// backoff, capped.
-    pub(super) fn backoff(&self, attempt: u64) -> Duration {
-        let doublings = u32::try_from(attempt.saturating_sub(1).min(20)).unwrap_or(20);
-        self.first_backoff
-            .saturating_mul(1 << doublings)
-            .min(self.longest_backoff)
-    }
 }
 
 impl Runner {
@@ -108,7 +93,7 @@ impl Runner {
             idem,
             service,
             concurrency: Self::DEFAULT_CONCURRENCY,
-            settings: Settings {
+            redelivery: Redelivery {
                 max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
                 first_backoff: Duration::from_secs(1),
                 longest_backoff: Duration::from_secs(60),
@@ -129,15 +114,15 @@ impl Runner {
     /// least 1). Deliveries that found the key in flight elsewhere, or the store down, count
     /// as deliveries where the broker counts them (JetStream does).
     pub fn max_attempts(mut self, deliveries: u64) -> Self {
-        self.settings.max_attempts = deliveries.max(1);
+        self.redelivery.max_attempts = deliveries.max(1);
         self
     }
 
     /// The delay before a failed message is delivered again: `first` after the first
     /// delivery, doubling with each delivery, at most `longest` (1 s and 60 s by default).
     pub fn backoff(mut self, first: Duration, longest: Duration) -> Self {
-        self.settings.first_backoff = first;
-        self.settings.longest_backoff = longest.max(first);
+        self.redelivery.first_backoff = first;
+        self.redelivery.longest_backoff = longest.max(first);
         self
     }
 
@@ -160,15 +145,20 @@ impl Runner {
         self.service.key().check()?;
         let needs = requirements(&self.service.policy());
         source.check(needs).await?;
-        let door = Door::new(
+        let route = source.route();
+        let uri = Uri::try_from(&route).map_err(|error| {
+            RunnerError::Refused(format!("the route {route:?} is not a URI path: {error}"))
+        })?;
+        let processor = Processor::new(
             self.idem,
             self.service,
-            &source.route(),
+            &route,
+            uri,
             needs,
-            self.settings,
+            self.redelivery,
             self.stats,
-        )?;
-        consume(source, Arc::new(door), self.concurrency, shutdown).await;
+        );
+        consume(source, Arc::new(processor), self.concurrency, shutdown).await;
         Ok(())
     }
 }
@@ -182,12 +172,12 @@ fn requirements(policy: &Policy) -> Requirements {
     }
 }
 
-/// Takes deliveries from `source` through `door`, `concurrency` at a time, until `shutdown`
-/// completes or the consumer ends; then waits for the running ones, which the door lets
-/// finish and settle (a result waiting for the store is handed back instead).
+/// Takes deliveries from `source` through `processor`, `concurrency` at a time, until
+/// `shutdown` completes or the consumer ends; then waits for the running ones, which the
+/// processor lets finish and settle (a result waiting for the store is handed back instead).
 async fn consume<S: MessageSource>(
     mut source: S,
-    door: Arc<Door>,
+    processor: Arc<Processor>,
     concurrency: usize,
     shutdown: impl Future<Output = ()> + Send,
 ) {
@@ -208,71 +198,18 @@ async fn consume<S: MessageSource>(
         match next {
             None => break,
             Some(Ok(delivery)) => {
-                let door = Arc::clone(&door);
+                let processor = Arc::clone(&processor);
                 running.spawn(async move {
-                    door.process(delivery).await;
+                    processor.process(delivery).await;
                     drop(permit);
                 });
             }
-            Some(Err(error)) => door.broker_failed(error).await,
+            Some(Err(error)) => processor.broker_failed(error).await,
         }
     }
-    door.stopping();
+    processor.stopping();
     running.close();
     running.wait().await;
-}
-
-/// What a runner did with its messages so far. Cheap to clone; clones share the counters.
-#[derive(Clone, Debug, Default)]
-pub struct RunnerStats {
-    counters: Arc<Counters>,
-}
-
-#[derive(Debug, Default)]
-pub(super) struct Counters {
-    pub(super) completed: AtomicU64,
-    pub(super) duplicates: AtomicU64,
-    pub(super) deferred: AtomicU64,
-    pub(super) retried: AtomicU64,
-    pub(super) ended: AtomicU64,
-    pub(super) unsettled: AtomicU64,
-}
-
-impl RunnerStats {
-    /// Messages whose handler ran and whose result was stored, then acknowledged.
-    pub fn completed(&self) -> u64 {
-        self.counters.completed.load(Ordering::SeqCst)
-    }
-
-    /// Messages whose key was completed before: acknowledged without running the handler.
-    pub fn duplicates(&self) -> u64 {
-        self.counters.duplicates.load(Ordering::SeqCst)
-    }
-
-    /// Deliveries whose key was in flight elsewhere: handed back to be delivered later.
-    pub fn deferred(&self) -> u64 {
-        self.counters.deferred.load(Ordering::SeqCst)
-    }
-
-    /// Deliveries handed back after a failure that may pass (the handler's, or the store's).
-    pub fn retried(&self) -> u64 {
-        self.counters.retried.load(Ordering::SeqCst)
-    }
-
-    /// Messages ended without being handled: a poison message, a terminal failure, a failure
-    /// on the last attempt, a message without a key.
-    pub fn ended(&self) -> u64 {
-        self.counters.ended.load(Ordering::SeqCst)
-    }
-
-    /// Settlements (ack, redelivery, end) the broker did not confirm.
-    pub fn unsettled(&self) -> u64 {
-        self.counters.unsettled.load(Ordering::SeqCst)
-    }
-
-    pub(super) fn count(&self, counter: impl Fn(&Counters) -> &AtomicU64) {
-        counter(&self.counters).fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 #[cfg(test)]
@@ -281,7 +218,7 @@ mod tests {
 
     #[test]
     fn the_backoff_doubles_up_to_its_cap() {
-        let settings = Settings {
+        let settings = Redelivery {
             max_attempts: 5,
             first_backoff: Duration::from_secs(1),
             longest_backoff: Duration::from_secs(60),

@@ -7,10 +7,22 @@ use std::{error::Error, future::Future, time::Duration};
 use bytes::Bytes;
 use http::HeaderMap;
 
-use super::runner::RunnerError;
-
 /// An error of the broker's, as a source reports it.
 pub type BrokerError = Box<dyn Error + Send + Sync>;
+
+/// Why a source cannot start ([`MessageSource::check`]); the runner returns it as a
+/// [`RunnerError`](super::RunnerError).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The broker's settings and the handler's needs cannot work together; the message names
+    /// the setting to change.
+    #[error("refused to start: {0}")]
+    Refused(String),
+    /// The broker could not be asked (its consumer or stream is missing, say).
+    #[error("the broker: {0}")]
+    Broker(#[source] BrokerError),
+}
 
 /// What the runner needs of a broker's settings, checked once at start-up
 /// ([`MessageSource::check`]).
@@ -41,12 +53,10 @@ pub trait MessageSource: Send + 'static {
     fn route(&self) -> String;
 
     /// Checks, before the first message, that the broker's settings and `needs` can work
-    /// together; refuses with [`RunnerError::Refused`] and a message that names the setting
+    /// together; refuses with [`CheckError::Refused`] and a message that names the setting
     /// to change.
-    fn check(
-        &mut self,
-        needs: Requirements,
-    ) -> impl Future<Output = Result<(), RunnerError>> + Send;
+    fn check(&mut self, needs: Requirements)
+    -> impl Future<Output = Result<(), CheckError>> + Send;
 
     /// The next delivery; `None` once the consumer has ended.
     fn next(&mut self) -> impl Future<Output = Option<Result<Self::Delivery, BrokerError>>> + Send;

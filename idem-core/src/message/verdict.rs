@@ -7,14 +7,11 @@
 //! handler say everything the runner needs: ack, redeliver later, or end the message.
 
 use axum::response::Response;
-use http::{StatusCode, header};
+use http::StatusCode;
 use http_body_util::BodyExt;
 
 use super::error::Failure;
-use crate::{
-    problem::{PROBLEM_JSON, ProblemKind},
-    replay::NoStore,
-};
+use crate::{presented, problem::ProblemKind, replay::NoStore};
 
 /// What becomes of one delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,14 +94,10 @@ impl Verdict {
 
     /// The verdict on an answer that is neither a result nor a replay.
     async fn refused(status: StatusCode, ran: bool, response: Response) -> Self {
-        let is_problem = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|value| value == PROBLEM_JSON);
+        let kind = presented::problem_kind(&response);
         let detail = text(response).await;
-        let kind = if is_problem { slug(&detail) } else { None };
         let why = |what: &str| format!("{what} ({status}): {detail}");
-        let is = |kind_of: ProblemKind| kind == Some(kind_of.slug());
+        let is = |kind_of: ProblemKind| kind == Some(kind_of);
         if is(ProblemKind::RequestInFlight) && !ran {
             Self::Redeliver {
                 after: Later::InFlight,
@@ -130,13 +123,6 @@ impl Verdict {
             }
         }
     }
-}
-
-/// The slug a Problem's `type` URI ends with (`...#key-reused`), whatever the runtime's base.
-fn slug(body: &str) -> Option<&str> {
-    let start = body.find("\"type\":\"")? + "\"type\":\"".len();
-    let uri = &body[start..start + body[start..].find('"')?];
-    uri.rsplit_once('#').map(|(_, slug)| slug)
 }
 
 /// The body as text, for a log line.

@@ -502,7 +502,7 @@ impl Store for PostgresStore {
             .transpose()
             .map_err(|e| match e {
                 ReadError::Sql(e) => self.error(e),
-                ReadError::Corrupt(e) => e,
+                ReadError::Corrupt(e) | ReadError::CorruptSteps(e) => e,
             })
     }
 

@@ -1,4 +1,4 @@
-//! An annotated handler's [`Endpoint`]: the checks its extractors make, and how
+//! An annotated handler's [`Door`]: the checks its extractors make, and how
 //! the handler is called.
 
 use std::{future::Future, marker::PhantomData};
@@ -11,9 +11,9 @@ use super::{
     arguments::{Arguments, FromRequestArgs},
     handler::HandlerFn,
 };
-use crate::{context::IdempotencyContext, flow::Endpoint, replay::NoStore};
+use crate::{context::IdempotencyContext, flow::Door, replay::NoStore};
 
-/// An annotated handler with its state: the [`Endpoint`] of both its doors.
+/// An annotated handler with its state: the [`Door`] of both its doors.
 ///
 /// Every check that guards the handler runs before the claim, so that a replay is answered
 /// only to a request that passed them again: the extractors that read only the parts (one of
@@ -29,7 +29,7 @@ pub(crate) struct Annotated<F, S, M> {
     pub(crate) marker: PhantomData<fn() -> M>,
 }
 
-impl<F, S, M> Endpoint for Annotated<F, S, M>
+impl<F, S, M> Door for Annotated<F, S, M>
 where
     F: HandlerFn,
     F::Args: FromRequestArgs<S, M>,

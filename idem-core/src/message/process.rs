@@ -1,9 +1,9 @@
-//! [`Door`]: one message through the flow, and what the broker is told about it.
+//! [`Processor`]: one message through the flow, and what the broker is told about it.
 //!
 //! A message is presented to the flow as a `POST` to its route (`/jetstream/SHOP/receipts`),
 //! with the message's headers, its payload as the body, and its key as the
 //! `Idempotency-Key` header. The flow claims, runs, stores, replays or refuses exactly as it
-//! does for a request; the door reads the verdict from its answer ([`Verdict`]) and settles
+//! does for a request; the processor reads the verdict from its answer ([`Verdict`]) and settles
 //! the delivery. While the flow works on it, the broker is told every renewal period that the
 //! message is in progress.
 
@@ -15,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use axum::{body::Body, extract::Request};
+use axum::extract::Request;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Uri, header};
 use idem_protocol::key::IdempotencyKey;
@@ -23,12 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     handler::MessageService,
-    key::as_header_value,
-    runner::{RunnerError, RunnerStats, Settings},
-    source::{Delivery, Requirements},
+    source::{BrokerError, Delivery, Requirements},
+    stats::{Counters, RunnerStats},
     verdict::{Later, Verdict},
 };
 use crate::{
+    presented,
     runtime::Idempotency,
     scope::{Scope, StoreKey},
 };
@@ -37,13 +37,13 @@ use crate::{
 const STORE_POLL: Duration = Duration::from_millis(50);
 
 /// What every message of one runner goes through.
-pub(super) struct Door {
+pub(super) struct Processor {
     idem: Idempotency,
     service: MessageService,
     route: Arc<str>,
     uri: Uri,
     needs: Requirements,
-    settings: Settings,
+    redelivery: Redelivery,
     stats: RunnerStats,
     /// Cancelled at shutdown: a result waiting for the store is then handed back to the
     /// broker rather than waited for.
@@ -60,28 +60,46 @@ struct Message {
     store_key: Option<StoreKey>,
 }
 
-impl Door {
+/// How the processor treats failures: when a failing message is delivered again, and when
+/// it is ended instead. The runner's builder sets them.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Redelivery {
+    pub(super) max_attempts: u64,
+    pub(super) first_backoff: Duration,
+    pub(super) longest_backoff: Duration,
+}
+
+impl Redelivery {
+    /// The delay before the next attempt after `attempt` failed: doubling from the first
+    /// backoff, capped.
+    pub(super) fn backoff(&self, attempt: u64) -> Duration {
+        let doublings = u32::try_from(attempt.saturating_sub(1).min(20)).unwrap_or(20);
+        self.first_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.longest_backoff)
+    }
+}
+
+impl Processor {
     pub(super) fn new(
         idem: Idempotency,
         service: MessageService,
         route: &str,
+        uri: Uri,
         needs: Requirements,
-        settings: Settings,
+        redelivery: Redelivery,
         stats: RunnerStats,
-    ) -> Result<Self, RunnerError> {
-        let uri = Uri::try_from(route).map_err(|error| {
-            RunnerError::Refused(format!("the route {route:?} is not a URI path: {error}"))
-        })?;
-        Ok(Self {
+    ) -> Self {
+        Self {
             idem,
             service,
             route: route.into(),
             uri,
             needs,
-            settings,
+            redelivery,
             stats,
             stop: CancellationToken::new(),
-        })
+        }
     }
 
     /// The runner stops: results waiting for the store are no longer waited for.
@@ -114,7 +132,7 @@ impl Door {
                 store_key: None,
             });
         };
-        let value = as_header_value(&key).ok_or_else(|| {
+        let value = presented::key_header(&key).ok_or_else(|| {
             format!(
                 "its key ({}) has characters a key cannot have: keys are 1 to 255 characters of \
                  visible ASCII",
@@ -133,7 +151,7 @@ impl Door {
     }
 
     /// The flow's verdict on the message. A result that waits in this process for the store
-    /// is not acknowledged: the door waits for the store to take it, and asks again.
+    /// is not acknowledged: the processor waits for the store to take it, and asks again.
     async fn decide<D: Delivery>(&self, delivery: &D, message: &Message) -> Verdict {
         let mut waited = false;
         loop {
@@ -203,14 +221,14 @@ impl Door {
         let settled = match verdict {
             Verdict::Ack { duplicate } => {
                 if duplicate {
-                    self.stats.count(|c| &c.duplicates);
+                    self.stats.count(|c: &Counters| &c.duplicates);
                     tracing::debug!(
                         route,
                         attempt,
                         "message: a duplicate, acknowledged without running the handler"
                     );
                 } else {
-                    self.stats.count(|c| &c.completed);
+                    self.stats.count(|c: &Counters| &c.completed);
                     tracing::debug!(route, attempt, "message: handled and acknowledged");
                 }
                 delivery.ack().await
@@ -228,16 +246,18 @@ impl Door {
                 None => {
                     let why = format!(
                         "{why}; that was delivery {attempt} of at most {}",
-                        self.settings.max_attempts
+                        self.redelivery.max_attempts
                     );
                     self.end(delivery, &why).await
                 }
             },
             Verdict::End { why } => self.end(delivery, &why).await,
-            Verdict::AwaitStore => unreachable!("the door waits for the store before settling"),
+            Verdict::AwaitStore => {
+                unreachable!("the processor waits for the store before settling")
+            }
         };
         if let Err(error) = settled {
-            self.stats.count(|c| &c.unsettled);
+            self.stats.count(|c: &Counters| &c.unsettled);
             tracing::warn!(
                 route,
                 attempt,
@@ -252,27 +272,23 @@ impl Door {
     fn redelivery(&self, after: Later, attempt: u64) -> Option<Duration> {
         match after {
             Later::InFlight => {
-                self.stats.count(|c| &c.deferred);
+                self.stats.count(|c: &Counters| &c.deferred);
                 Some(self.needs.lease)
             }
             Later::StoreDown => {
-                self.stats.count(|c| &c.retried);
-                Some(self.settings.backoff(attempt))
+                self.stats.count(|c: &Counters| &c.retried);
+                Some(self.redelivery.backoff(attempt))
             }
-            Later::Failed if attempt >= self.settings.max_attempts => None,
+            Later::Failed if attempt >= self.redelivery.max_attempts => None,
             Later::Failed => {
-                self.stats.count(|c| &c.retried);
-                Some(self.settings.backoff(attempt))
+                self.stats.count(|c: &Counters| &c.retried);
+                Some(self.redelivery.backoff(attempt))
             }
         }
     }
 
-    async fn end<D: Delivery>(
-        &self,
-        delivery: D,
-        why: &str,
-    ) -> Result<(), super::source::BrokerError> {
-        self.stats.count(|c| &c.ended);
+    async fn end<D: Delivery>(&self, delivery: D, why: &str) -> Result<(), BrokerError> {
+        self.stats.count(|c: &Counters| &c.ended);
         tracing::warn!(
             route = &*self.route,
             attempt = delivery.attempt(),
@@ -282,14 +298,14 @@ impl Door {
     }
 
     /// A delivery the broker could not hand out: logged, and the runner pauses a moment.
-    pub(super) async fn broker_failed(&self, error: super::source::BrokerError) {
+    pub(super) async fn broker_failed(&self, error: BrokerError) {
         tracing::warn!(
             route = &*self.route,
             error = %crate::observe::Chain(&*error),
             "message: the broker failed to deliver; trying again"
         );
         drop(error);
-        tokio::time::sleep(self.settings.first_backoff).await;
+        tokio::time::sleep(self.redelivery.first_backoff).await;
     }
 }
 
@@ -297,21 +313,13 @@ impl Message {
     /// The message as a `POST` to the route, with its key as `Idempotency-Key`. A message
     /// without a content type is taken as JSON.
     fn request(&self, uri: &Uri) -> Request {
-        let mut request = Request::new(Body::from(self.body.clone()));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri.clone();
-        let headers = request.headers_mut();
-        *headers = self.headers.clone();
-        headers.remove("idempotency-key");
-        if let Some(key) = &self.key {
-            headers.insert("idempotency-key", key.clone());
-        }
+        let mut headers = self.headers.clone();
         if !headers.contains_key(header::CONTENT_TYPE) {
             headers.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             );
         }
-        request
+        presented::request(uri.clone(), headers, self.body.clone(), self.key.clone())
     }
 }
