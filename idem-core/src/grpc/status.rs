@@ -144,6 +144,7 @@ mod tests {
             (ProblemKind::KeyReused, Code::FailedPrecondition),
             (ProblemKind::HandlerFailed, Code::Internal),
             (ProblemKind::Misconfigured, Code::Internal),
+            (ProblemKind::StepsChanged, Code::Internal),
             (ProblemKind::StoreUnavailable, Code::Unavailable),
         ];
         assert_eq!(table.len(), ProblemKind::ALL.len());
