@@ -236,7 +236,10 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 
 /// A misconfiguration answered in gRPC's terms.
 pub(crate) fn misconfigured(detail: &str) -> Status {
-    tracing::error!("idempotency: {detail}");
+    tracing::error!(
+        fix = detail,
+        "idempotency: an #[idempotent] gRPC method is misconfigured"
+    );
     status::from_problem(
         &Problem::new(ProblemKind::Misconfigured, detail.to_owned()),
         None,
