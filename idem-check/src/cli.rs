@@ -198,7 +198,7 @@ enum ColorArg {
 #[derive(Debug, Args)]
 struct ServeArgs {
     /// Where to listen.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4000")]
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4100")]
     addr: SocketAddr,
     /// How long a completed key is kept, as 24h or 2s.
     #[arg(long, value_name = "DURATION", default_value = "24h")]
