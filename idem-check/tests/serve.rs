@@ -208,3 +208,40 @@ async fn idem_check_passes_every_case_against_serve() {
     let all: Vec<&str> = report.cases.iter().map(|case| case.name).collect();
     assert_eq!(report.names(Verdict::Pass), all);
 }
+
+/// The `type` of an injected fault, and of idem's own refusals, leads to a page the server
+/// serves, with a section for it, as a reader resolves it against the request's URL.
+#[tokio::test]
+async fn every_problem_type_leads_to_a_section_the_server_serves() {
+    let (addr, _runs) = start(ServeOptions {
+        fail_first: 1,
+        ..ServeOptions::default()
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let url = reqwest::Url::parse(&format!("http://{addr}/payments")).unwrap();
+    let pay = |key: Option<&str>| {
+        let request = http
+            .post(url.clone())
+            .bearer_auth("alice")
+            .json(&serde_json::json!({"amount": 9800, "currency": "JPY"}));
+        match key {
+            Some(key) => request.header("Idempotency-Key", key),
+            None => request,
+        }
+    };
+    let fault: Value = pay(Some("k1")).send().await.unwrap().json().await.unwrap();
+    let missing: Value = pay(None).send().await.unwrap().json().await.unwrap();
+    for (problem, page, slug) in [
+        (fault, "/problems/check", "fault-injected"),
+        (missing, "/problems/idempotency", "key-missing"),
+    ] {
+        let resolved = url.join(problem["type"].as_str().unwrap()).unwrap();
+        assert_eq!(resolved.path(), page, "{problem}");
+        assert_eq!(resolved.fragment(), Some(slug), "{problem}");
+        let answer = http.get(resolved).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        let html = answer.text().await.unwrap();
+        assert!(html.contains(&format!("<section id=\"{slug}\">")), "{html}");
+    }
+}

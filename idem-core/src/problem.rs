@@ -30,7 +30,7 @@ pub use idem_protocol::problem::{
 };
 use serde::Serialize;
 
-pub use self::catalogue::catalogue;
+pub use self::catalogue::{catalogue, catalogue_page};
 
 mod catalogue;
 

@@ -96,3 +96,39 @@ async fn the_catalogue_is_open_to_anyone_and_answers_head() {
     assert_eq!(head.status, StatusCode::OK);
     assert!(head.body.is_empty());
 }
+
+#[tokio::test]
+async fn the_type_of_the_shop_s_own_problems_leads_to_the_shop_s_catalogue() {
+    let test = TestShop::memory(settings()).await;
+    let api = &test.api;
+    let alice = user();
+
+    let invalid = Answer::of(
+        api.post("/payments", Some(&alice), Some(&key()))
+            .json(&payment(0)),
+    )
+    .await;
+    let not_found = Answer::of(api.get("/payments/pay_none", &alice)).await;
+    for (answer, slug, status, url) in [
+        (&invalid, "invalid-body", 400, api.url("/payments")),
+        (
+            &not_found,
+            "payment-not-found",
+            404,
+            api.url("/payments/pay_none"),
+        ),
+    ] {
+        assert_eq!(answer.status.as_u16(), status, "{answer:?}");
+        let type_uri = answer.json()["type"].as_str().unwrap().to_owned();
+        assert_eq!(type_uri, format!("/problems/shop#{slug}"));
+        let (resolved, section) = open(&api.http, &url, &type_uri).await;
+        assert_eq!(
+            resolved.as_str(),
+            format!("{}/problems/shop#{slug}", api.base)
+        );
+        assert!(
+            section.contains(&format!("<strong>{status}.</strong>")),
+            "{section}"
+        );
+    }
+}

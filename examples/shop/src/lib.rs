@@ -227,8 +227,8 @@ impl fmt::Debug for Shop {
 /// Routes that act for a user sit behind an authentication layer, so that a request without
 /// credentials is answered 401 before anything else (before a missing key's 400, say). The
 /// webhook authenticates by its signature instead, the admin API (with `SHOP_ADMIN_TOKEN`) by
-/// its token; `/healthz`, `/metrics`, `/openapi.json` and the problem catalogue
-/// (`/problems/idempotency`) are open.
+/// its token; `/healthz`, `/metrics`, `/openapi.json` and the problem catalogues
+/// (`/problems/idempotency`, `/problems/shop`) are open.
 pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let body_limit = shop.settings().body_limit;
     let users = Router::new()
@@ -259,7 +259,9 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
         .route(
             idem_core::problem::CATALOGUE_PATH,
             get(idem_core::problem::catalogue),
-        );
+        )
+        // Where the `type` of the shop's own Problem Details leads.
+        .route(problem::CATALOGUE_PATH, get(problem::catalogue));
     // The recorder is the process's, installed before any request can count.
     metrics::handle();
     // Off unless `SHOP_ADMIN_TOKEN` is set: then its paths are like any unknown one, 404.

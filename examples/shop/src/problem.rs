@@ -2,17 +2,19 @@
 //!
 //! The idempotency runtime answers its own errors (a missing key, a conflict, a reused key)
 //! with [`idem_core::Problem`]; everything the shop itself refuses is a [`ShopProblem`], with
-//! a `type` URI that points at its section of the shop's README ("Problem types"). Both have
+//! a `type` URI that leads to its section of the page the shop serves at [`CATALOGUE_PATH`],
+//! rendered from the "Problem types" section of the shop's README. Both have
 //! the members `type`, `title`, `status` and `detail`; a body that fails validation adds
 //! `errors`, one entry per field, each with a JSON Pointer to the field (RFC 9457 §3's own
 //! example).
 
-use std::borrow::Cow;
+use std::{borrow::Cow, sync::LazyLock};
 
 use axum::{
     http::{HeaderValue, StatusCode, header},
-    response::{IntoResponse, Response},
+    response::{Html, IntoResponse, Response},
 };
+use idem_core::problem::catalogue_page;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -22,8 +24,39 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// The `Retry-After` of an [`Unavailable`](ShopProblemKind::Unavailable) answer, in seconds.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
 
-/// Where the shop's `type` URIs point: the "Problem types" section of its README.
-pub const TYPE_BASE: &str = "https://github.com/idem-rs/idem/blob/main/examples/shop/README.md#";
+/// Where the shop serves the catalogue of its own problem types ([`catalogue`]).
+pub const CATALOGUE_PATH: &str = "/problems/shop";
+
+/// Where the shop's `type` URIs point: [`CATALOGUE_PATH`] and the kind's slug as the
+/// fragment. Relative, as idem's own are: RFC 9457 resolves a relative `type` against the
+/// URL of the request, so it leads to the page of the shop that answered, wherever it is
+/// deployed.
+pub const TYPE_BASE: &str = "/problems/shop#";
+
+/// The shop's problem types as a web page, one section per kind: the "Problem types"
+/// section of the shop's README, rendered once.
+pub async fn catalogue() -> Html<&'static str> {
+    static PAGE: LazyLock<String> = LazyLock::new(|| {
+        catalogue_page(
+            "Shop problem types",
+            "Every error the shop answers is RFC 9457 Problem Details \
+             (`application/problem+json`). The `type` of the shop's own ends with `#` and one of \
+             the names below; those of its idempotency keys lead to `/problems/idempotency`.",
+            problem_types(include_str!("../README.md")),
+        )
+    });
+    Html(PAGE.as_str())
+}
+
+/// The "Problem types" section of the README: from its heading to the next `## ` heading.
+fn problem_types(readme: &str) -> &str {
+    let start = readme
+        .find("\n## Problem types\n")
+        .expect("the shop's README has a Problem types section");
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
+    &rest[..end]
+}
 
 /// The kinds of error the shop answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,9 +298,7 @@ impl ShopProblem {
 pub struct ProblemBody {
     /// A URI that identifies the kind of problem and leads to its documentation.
     #[serde(rename = "type")]
-    #[schema(
-        example = "https://github.com/idem-rs/idem/blob/main/examples/shop/README.md#invalid-body"
-    )]
+    #[schema(example = "/problems/shop#invalid-body")]
     pub r#type: String,
     /// A short summary of the kind of problem, the same for every occurrence.
     #[schema(example = "The request body is invalid")]
@@ -390,6 +421,15 @@ mod tests {
         slugs.sort_unstable();
         slugs.dedup();
         assert_eq!(slugs.len(), ShopProblemKind::ALL.len());
+    }
+
+    #[test]
+    fn the_catalogue_has_a_section_for_each_kind_and_nothing_else() {
+        let page = problem_types(include_str!("../README.md"));
+        assert!(page.starts_with("## Problem types\n"), "{page}");
+        assert!(!page[3..].contains("\n## "), "{page}");
+        let sections = page.matches("\n### ").count();
+        assert_eq!(sections, ShopProblemKind::ALL.len());
     }
 
     #[test]

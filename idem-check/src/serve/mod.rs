@@ -17,7 +17,7 @@
 //! # async fn run() -> std::io::Result<()> {
 //! use idem_check::serve::{ServeOptions, serve};
 //!
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:4000").await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:4100").await?;
 //! let options = ServeOptions { drop_first: 1, ..ServeOptions::default() };
 //! serve(listener, options, std::future::pending()).await
 //! # }
@@ -112,6 +112,12 @@ pub fn app(options: ServeOptions) -> (Router, Idempotency, Runs) {
             faults::drop_after_processing,
         ))
         .layer(middleware::from_fn(routes::authenticate))
+        // Open to anyone, outside the layers: where the `type` of each Problem leads.
+        .route(routes::CATALOGUE_PATH, get(routes::catalogue))
+        .route(
+            idem_core::problem::CATALOGUE_PATH,
+            get(idem_core::problem::catalogue),
+        )
         .with_state(state);
     (router, idem, runs)
 }

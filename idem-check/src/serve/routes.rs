@@ -1,14 +1,16 @@
 //! The endpoints of `serve`: a payment-like operation under idem, its listing, the count of
 //! runs per key, and who the caller is.
 
+use std::sync::LazyLock;
+
 use axum::{
     Extension, Json,
     extract::{Query, Request, State},
     http::{HeaderMap, StatusCode, Uri},
     middleware::Next,
-    response::{IntoResponse, Response},
+    response::{Html, IntoResponse, Response},
 };
-use idem_core::Principal;
+use idem_core::{Principal, problem::catalogue_page};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -64,10 +66,35 @@ pub(crate) async fn create(
     (StatusCode::CREATED, Json(payment)).into_response()
 }
 
+/// Where the server serves [`catalogue`], the page its own `type` URIs lead to.
+pub(crate) const CATALOGUE_PATH: &str = "/problems/check";
+
+/// The server's own problem types, in the Markdown [`catalogue_page`] renders (and
+/// docs/check.md repeats).
+const PROBLEM_TYPES: &str = "### fault-injected
+**500.** A fault `idem-check serve` injected on purpose (`--fail-first`, `?fail_first=`):
+nothing was created. The key is released for a new run, or, with `--on-5xx stored`, this
+answer is stored and replayed to every retry.
+";
+
+/// `GET /problems/check`: the page of the server's own problem types. Those of idem's
+/// runtime (a missing key, a conflict) lead to `/problems/idempotency`, served beside it.
+pub(crate) async fn catalogue() -> Html<&'static str> {
+    static PAGE: LazyLock<String> = LazyLock::new(|| {
+        catalogue_page(
+            "idem-check serve problem types",
+            "The faults `idem-check serve` injects on purpose answer RFC 9457 Problem Details \
+             whose `type` ends with `#` and one of the names below.",
+            PROBLEM_TYPES,
+        )
+    });
+    Html(PAGE.as_str())
+}
+
 /// A 500 Problem Details answer for run `run` of `fail_first`.
 fn fault(run: u32, fail_first: u32) -> Response {
     let body = json!({
-        "type": "https://github.com/idem-rs/idem/blob/main/docs/check.md#fault-injected",
+        "type": format!("{CATALOGUE_PATH}#fault-injected"),
         "title": "A fault injected by idem-check serve",
         "status": 500,
         "detail": format!("run {run} of this key fails on purpose (fail_first = {fail_first}); nothing was created"),

@@ -31,24 +31,52 @@ pub async fn catalogue() -> Html<&'static str> {
 }
 
 /// The page, rendered on first use.
-static PAGE: LazyLock<String> = LazyLock::new(|| render(CATALOGUE));
+static PAGE: LazyLock<String> = LazyLock::new(|| {
+    catalogue_page(
+        "Idempotency-Key problem types",
+        "This service answers a request with an `Idempotency-Key` that it cannot process with \
+         RFC 9457 Problem Details (`application/problem+json`). Their `type` ends with `#` and \
+         one of the names below, which says what went wrong and what to do.",
+        CATALOGUE,
+    )
+});
 
-/// The whole page for `catalogue`, Markdown of `### slug` sections.
-fn render(catalogue: &str) -> String {
-    let mut page = String::from(concat!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
-        "<title>Idempotency-Key problem types</title>\n",
-        "<style>body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;",
-        "padding:0 1rem;line-height:1.5}h2{font-family:monospace;margin-top:2rem}",
-        "code{background:#f2f2f2;padding:0 .2em}section:target{background:#fff7cc}</style>\n",
-        "</head>\n<body>\n<h1>Idempotency-Key problem types</h1>\n",
-        "<p>This service answers a request with an <code>Idempotency-Key</code> that it cannot ",
-        "process with RFC 9457 Problem Details (<code>application/problem+json</code>). Their ",
-        "<code>type</code> ends with <code>#</code> and one of the names below, which says what ",
-        "went wrong and what to do.</p>\n",
-    ));
-    for (slug, text) in sections(catalogue) {
+/// A catalogue of problem types as a whole HTML page, in the form of [`catalogue`]'s: a
+/// service's own problem types can be served the same way, so that their `type` URIs lead
+/// somewhere too.
+///
+/// `markdown` holds one section per type: a `### slug` heading (the `id` of its section on
+/// the page, the fragment of its `type` URI) and the lines of one paragraph, with only
+/// `**strong**` and `` `code` `` inside; anything else is shown as text. Lines before the
+/// first heading are left out. `lead` is a paragraph in the same markup, under the title.
+///
+/// ```
+/// use idem_core::problem::catalogue_page;
+///
+/// let page = catalogue_page(
+///     "Shop problem types",
+///     "The `type` of each error the shop answers ends with one of these names.",
+///     "### payment-not-found\n**404.** The caller has no payment with this id.\n",
+/// );
+/// assert!(page.contains("<section id=\"payment-not-found\">"));
+/// assert!(page.contains("<strong>404.</strong>"));
+/// ```
+pub fn catalogue_page(title: &str, lead: &str, markdown: &str) -> String {
+    let title = escape(title);
+    let mut page = format!(
+        concat!(
+            "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
+            "<title>{title}</title>\n",
+            "<style>body{{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;",
+            "padding:0 1rem;line-height:1.5}}h2{{font-family:monospace;margin-top:2rem}}",
+            "code{{background:#f2f2f2;padding:0 .2em}}section:target{{background:#fff7cc}}",
+            "</style>\n</head>\n<body>\n<h1>{title}</h1>\n<p>{lead}</p>\n",
+        ),
+        title = title,
+        lead = inline(&escape(lead)),
+    );
+    for (slug, text) in sections(markdown) {
         let slug = escape(slug);
         page.push_str(&format!(
             "<section id=\"{slug}\">\n<h2>{slug}</h2>\n<p>{}</p>\n</section>\n",
@@ -124,7 +152,7 @@ mod tests {
 
     #[test]
     fn every_kind_has_a_section_whose_id_is_its_slug() {
-        let page = render(CATALOGUE);
+        let page = PAGE.as_str();
         let kinds = [
             ProblemKind::KeyMissing,
             ProblemKind::KeyMalformed,
@@ -149,13 +177,18 @@ mod tests {
 
     #[test]
     fn markup_becomes_elements_and_text_is_escaped() {
-        let page = render(
+        let page = catalogue_page(
+            "Kinds",
+            "A `lead`.",
             "### a-kind\n**400 Bad Request.** Send `Idempotency-Key`\n<once> & \"twice\".\n",
         );
         assert!(page.contains(
             "<section id=\"a-kind\">\n<h2>a-kind</h2>\n<p><strong>400 Bad Request.</strong> Send \
              <code>Idempotency-Key</code> &lt;once&gt; &amp; &quot;twice&quot;.</p>\n</section>"
         ));
+        assert!(
+            page.contains("<title>Kinds</title>") && page.contains("<p>A <code>lead</code>.</p>")
+        );
     }
 
     #[test]
