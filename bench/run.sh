@@ -12,10 +12,16 @@
 #   closure), records in `MemoryStore::default()`, which a run of fresh keys fills to its bound
 #   and then evicts from: the configuration a service runs;
 # - `global`: one key space, records in a store with room for every key of the run, so that
-#   neither the principal nor eviction is in the figures.
+#   neither the principal nor eviction is in the figures;
+# - `redis`: keys scoped as in `user`, records in a Redis server of the run's own (started
+#   here, pinned to the servers' core, no persistence for anyone): idem's `RedisStore` beside
+#   the peer `idempotent`'s own Redis store (`ValkeyStore`, its Lua claim). The CPU columns
+#   add Redis's own time to the server's: a store that makes Redis work harder is not
+#   cheaper for doing less in its own process. `axum-idempotent` has no Redis store of its
+#   own (its responses live in sessions) and is left out.
 #
 # Usage: bench/run.sh [seconds per run, default 10] [rounds, default 3] [connections, default 32]
-# Environment: BENCH_PEERS=0 leaves the peers out; BENCH_CONFIGS (default "user global") the
+# Environment: BENCH_PEERS=0 leaves the peers out; BENCH_CONFIGS (default "user global redis") the
 # configurations to run, in order; BENCH_PORT (default 3100) is the first of the ports the
 # servers listen on (five per configuration, the next configuration's ten above).
 #
@@ -32,12 +38,14 @@ rounds=${2:-3}
 connections=${3:-32}
 base_port=${BENCH_PORT:-3100}
 with_peers=${BENCH_PEERS:-1}
-configs=${BENCH_CONFIGS:-user global}
+configs=${BENCH_CONFIGS:-user global redis}
 
-for tool in wrk curl /usr/bin/time; do
+for tool in wrk curl /usr/bin/time redis-server redis-cli; do
   if ! command -v "$tool" >/dev/null; then
     echo "bench: $tool is not installed; installing it from Debian's packages" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${tool##*/}" >/dev/null
+    package=${tool##*/}
+    [ "${package#redis-}" = "$package" ] || package=redis-server
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$package" >/dev/null
   fi
 done
 
@@ -80,6 +88,7 @@ describe() { # config: what the configuration is, for the tables' heading
   case $1 in
     user) echo "scope user, the principal read from Authorization by a resolver, MemoryStore::default()" ;;
     global) echo "scope global, a store with room for every key of the run" ;;
+    redis) echo "scope user as in \`user\`, records in a Redis server of the run's own; CPU is the server's and Redis's" ;;
     *) echo "unknown" ;;
   esac
 }
@@ -95,11 +104,33 @@ servers=(
   "layer|idem \`IdempotencyLayer\`|target/release/idem-bench layer"
   "attribute|idem \`#[idempotent]\`|target/release/idem-bench attribute"
 )
+store_note=""
 if [ "$with_peers" != 0 ]; then
-  servers+=(
-    "idempotent|\`idempotent\` $idempotent_version|target/release/idem-bench-peers idempotent"
-    "axum-idempotent|\`axum-idempotent\` $axum_idempotent_version|target/release/idem-bench-peers axum-idempotent"
-  )
+  servers+=("idempotent|\`idempotent\` $idempotent_version|target/release/idem-bench-peers idempotent")
+  if [ "$config" = redis ]; then
+    store_note="idem's servers keep their records in \`RedisStore\`, \`idempotent\` in its \`ValkeyStore\`; \`axum-idempotent\` has no Redis store and is left out"
+  else
+    servers+=("axum-idempotent|\`axum-idempotent\` $axum_idempotent_version|target/release/idem-bench-peers axum-idempotent")
+  fi
+fi
+
+# The `redis` configuration: the servers' own Redis, on the servers' core, so that its CPU is
+# counted beside theirs and wrk keeps core 1. Nothing persisted, for every store alike.
+server_env=(BENCH_WORKERS=1 "BENCH_CONFIG=$config")
+redis_pid=""
+if [ "$config" = redis ]; then
+  redis_port=$((base_port + 90))
+  "${pin_server[@]}" redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
+    --dir "$work" --logfile "$work/redis.log" &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  for _ in $(seq 100); do
+    redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG && break
+    sleep 0.1
+  done
+  redis-cli -p "$redis_port" ping | grep -q PONG || { echo "bench: redis-server on $redis_port did not start; see $work/redis.log" >&2; exit 1; }
+  server_env=(BENCH_WORKERS=1 BENCH_CONFIG=user "BENCH_REDIS_URL=redis://127.0.0.1:$redis_port")
+  redis_version=$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')
 fi
 
 unset pid_of url_of label_of
@@ -112,12 +143,12 @@ for entry in "${servers[@]}"; do
   IFS='|' read -r name label command <<<"$entry"
   addr="127.0.0.1:$port"
   # shellcheck disable=SC2086 # the command is words
-  BENCH_WORKERS=1 BENCH_CONFIG=$config "${pin_server[@]}" $command "$addr" >"$work/$config-$name.log" 2>&1 &
+  env "${server_env[@]}" "${pin_server[@]}" $command "$addr" >"$work/$config-$name.log" 2>&1 &
   pid=$!
   pids+=("$pid") config_pids+=("$pid")
   pid_of[$name]=$pid url_of[$name]="http://$addr" label_of[$name]=$label
   names+=("$name")
-  echo "BENCH_CONFIG=$config $command $addr" >>"$work/$config-commands"
+  echo "${server_env[*]} ${pin_server[*]:+${pin_server[*]} }$command $addr" >>"$work/$config-commands"
   port=$((port + 1))
 done
 for name in "${names[@]}"; do
@@ -201,8 +232,13 @@ done = function(summary, latency, requests)
 end
 LUA
 
-cpu_ticks() { # utime and stime of a process, in clock ticks
-  awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat"
+cpu_ticks() { # utime and stime of a process, in clock ticks; with Redis's added in `redis`
+  local user sys redis_user=0 redis_sys=0
+  read -r user sys <<<"$(awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat")"
+  if [ -n "$redis_pid" ]; then
+    read -r redis_user redis_sys <<<"$(awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$redis_pid/stat")"
+  fi
+  echo "$((user + redis_user)) $((sys + redis_sys))"
 }
 
 run_number=0
@@ -247,6 +283,7 @@ done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 # Stopped and waited for, so that no server of this configuration still answers on a port
 # when the next one checks its servers.
+[ -z "$redis_pid" ] || config_pids+=("$redis_pid")
 for pid in "${config_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 for pid in "${config_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 
@@ -259,6 +296,7 @@ echo
 echo "wrk: 1 thread on core 1, $connections connections, ${duration}s per run, $rounds round(s);" \
   "each server: 1 tokio worker on core 0. Load average (1, 5, 15 min): $load_start at the configuration's start, $load_end at its end."
 [ -z "$peers_note" ] || echo "Note: $peers_note."
+[ -z "$store_note" ] || echo "Stores: $store_note; Redis $redis_version on 127.0.0.1:$redis_port, pinned with the servers, without persistence. Every CPU figure is the server's and Redis's together."
 [ -z "$skipped_note" ] || echo "Note: $skipped_note"
 echo
 awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
@@ -379,8 +417,9 @@ echo
 echo "To reproduce: BENCH_CONFIGS=$config bench/run.sh $duration $rounds $connections; it starts each server as"
 echo
 echo '```sh'
+[ -z "$redis_pid" ] || echo "${pin_server[*]:+${pin_server[*]} }redis-server --bind 127.0.0.1 --port $redis_port --save '' --appendonly no"
 while read -r command; do
-  echo "BENCH_WORKERS=1 ${pin_server[*]:+${pin_server[*]} }$command"
+  echo "$command"
 done <"$work/$config-commands"
 echo '```'
 echo
@@ -395,8 +434,8 @@ echo '```'
 config_number=0
 for config in $configs; do
   case $config in
-    user | global) ;;
-    *) echo "bench: unknown configuration \`$config\`; expected user or global" >&2; exit 2 ;;
+    user | global | redis) ;;
+    *) echo "bench: unknown configuration \`$config\`; expected user, global or redis" >&2; exit 2 ;;
   esac
   bench_config "$config"
   config_number=$((config_number + 1))

@@ -8,6 +8,12 @@
 //! configuration idem's servers run in: `user` (the default) scopes `idempotent`'s keys to the
 //! request's `Authorization` header, as idem's principal resolver does; `global` leaves them
 //! unscoped. `axum-idempotent` keeps its responses in the caller's session either way.
+//!
+//! With `BENCH_REDIS_URL=redis://...`, `idempotent` keeps its records in its Redis store
+//! (`ValkeyStore`, atomic Lua claims) on that server instead of in memory, as idem-bench's
+//! servers do in their `RedisStore` under the same variable (bench/run.sh's `redis`
+//! configuration). `axum-idempotent` has no store of its own to put there (its responses live
+//! in ruts sessions) and refuses the variable.
 
 use std::{sync::Arc, time::Duration};
 
@@ -23,12 +29,14 @@ use payment::{Ledger, PATH, create_payment};
 /// How long a stored response replays: idem's default TTL, 24 hours, for every peer.
 const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// `idempotent` 2.x: its tower layer over its in-memory store, the key required (as idem
-/// requires it), scoped to the caller by its scope closure when `scoped` (as idem's `user`
-/// configuration scopes them) and unscoped otherwise, the completed TTL 24 hours (its
-/// default). Its store is an actor task, so this runs inside the runtime.
-fn idempotent_router(scoped: bool) -> Result<Router, Box<dyn std::error::Error>> {
-    let store = idempotent::memory::MemoryStore::builder().try_build()?;
+/// `idempotent` 2.x: its tower layer over `store` (its in-memory store, or its Redis store),
+/// the key required (as idem requires it), scoped to the caller by its scope closure when
+/// `scoped` (as idem's `user` configuration scopes them) and unscoped otherwise, the
+/// completed TTL 24 hours (its default).
+fn idempotent_router<S>(store: S, scoped: bool) -> Router
+where
+    S: idempotent::IdempotencyStore + Clone,
+{
     let mut layer = idempotent::middleware::IdempotencyLayer::new(store)
         .require_key(true)
         .completed_ttl(TTL);
@@ -38,10 +46,28 @@ fn idempotent_router(scoped: bool) -> Result<Router, Box<dyn std::error::Error>>
             credentials.to_str().ok().map(str::to_owned)
         });
     }
-    Ok(Router::new()
+    Router::new()
         .route(PATH, post(create_payment))
         .with_state(Ledger::default())
-        .layer(layer))
+        .layer(layer)
+}
+
+/// `idempotent`'s in-memory store, an actor task: built inside the runtime.
+fn idempotent_memory(scoped: bool) -> Result<Router, Box<dyn std::error::Error>> {
+    let store = idempotent::memory::MemoryStore::builder().try_build()?;
+    Ok(idempotent_router(store, scoped))
+}
+
+/// `idempotent`'s Redis store on `url`, under a prefix of this process's own (as idem-bench's
+/// `RedisStore` has), so that runs never meet each other's keys.
+async fn idempotent_redis(url: &str, scoped: bool) -> Result<Router, Box<dyn std::error::Error>> {
+    let store = idempotent::valkey::ValkeyStore::with_url(url)
+        .prefix(format!("idem-bench-peers-{}", std::process::id()))
+        .try_build()
+        .await?;
+    store.ping().await?;
+    println!("idem-bench-peers: records in Redis at {url}");
+    Ok(idempotent_router(store, scoped))
 }
 
 /// `axum-idempotent` 0.6 as its README sets it up for `Idempotency-Key`: the key header
@@ -104,10 +130,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let app = match peer.as_str() {
-            "idempotent" => idempotent_router(scoped)?,
-            "axum-idempotent" => axum_idempotent_router(),
-            other => {
+        let redis_url = std::env::var("BENCH_REDIS_URL").ok();
+        let app = match (peer.as_str(), redis_url) {
+            ("idempotent", None) => idempotent_memory(scoped)?,
+            ("idempotent", Some(url)) => idempotent_redis(&url, scoped).await?,
+            ("axum-idempotent", None) => axum_idempotent_router(),
+            ("axum-idempotent", Some(_)) => {
+                return Err("axum-idempotent keeps its responses in ruts sessions and has no \
+                            Redis store to measure: unset BENCH_REDIS_URL"
+                    .into());
+            }
+            (other, _) => {
                 return Err(format!(
                     "unknown peer `{other}`; expected `idempotent` or `axum-idempotent`"
                 )
