@@ -65,8 +65,11 @@ fn large_response(number: u64) -> StoredResponse {
     StoredResponse::new(small.status(), small.headers().clone(), Bytes::from(body))
 }
 
-/// The responses measured, by name.
-const SHAPES: [(&str, fn(u64) -> StoredResponse); 2] = [
+/// A response measured: its name, and the response of the record numbered so.
+type Shape = (&'static str, fn(u64) -> StoredResponse);
+
+/// The responses measured.
+const SHAPES: [Shape; 2] = [
     ("the benchmark's response", payment_response),
     ("a 4 KiB response", large_response),
 ];
@@ -81,7 +84,7 @@ where
     let fp = fingerprint(r#"{"amount":9800,"currency":"JPY"}"#);
     futures_util::stream::iter(0..n as u64)
         .map(|number| {
-            let (store, fp) = (store.clone(), fp.clone());
+            let store = store.clone();
             async move {
                 let (key, token) = (new_key(), LeaseToken::random());
                 let claim = Claim {
