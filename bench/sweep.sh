@@ -148,7 +148,8 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
 echo "## The sweeper under load, $started"
 echo
-echo "The shop on PostgreSQL $(psql -qAt "$url" -c 'SHOW server_version'), first requests (a fresh key each)," \
+echo "The shop on PostgreSQL $(psql -qAt "$url" -c 'SHOW server_version') (autovacuum" \
+  "$(psql -qAt "$url" -c 'SHOW autovacuum')), first requests (a fresh key each)," \
   "wrk 1 thread on core 1, $connections connections, ${duration}s per phase; the shop on core 0." \
   "A backlog of $expired expired records at each round's start. Load average (1, 5, 15 min):" \
   "$load_start at the start, $load_end at the end."
