@@ -19,7 +19,8 @@ use idem_core::{
     store::{
         Claim, ClaimOutcome, LeaseToken, PostgresStore, Store, StoreError,
         postgres::{
-            PostgresTransaction, TableName, TableNameError, migration_files, migration_sql,
+            PostgresTransaction, SweepPace, TableName, TableNameError, migration_files,
+            migration_sql,
         },
         steps::{KeptRequest, RecordedStep, Resumable},
     },
@@ -284,6 +285,7 @@ async fn the_migration_file_and_function_are_the_same() {
     let files = [
         include_str!("../../idem-core/migrations/postgres/001_idempotency_records.sql"),
         include_str!("../../idem-core/migrations/postgres/002_steps.sql"),
+        include_str!("../../idem-core/migrations/postgres/003_autovacuum.sql"),
     ];
     assert_eq!(migration_files(&TableName::default()), files);
     assert_eq!(migration_sql(&TableName::default()), files.concat());
@@ -323,6 +325,12 @@ async fn the_migration_file_and_function_are_the_same() {
         by_file.iter().any(|line| line.contains("(expires_at)")),
         "{by_file:#?}"
     );
+    assert!(
+        by_file
+            .iter()
+            .any(|line| line.contains("autovacuum_vacuum_scale_factor=0.02")),
+        "{by_file:#?}"
+    );
 
     // A store works on the table the file made, and migrating it again is harmless.
     let on_file = PostgresStore::builder()
@@ -351,7 +359,7 @@ async fn a_table_of_the_first_migration_keeps_its_records_through_the_second() {
     let admin = admin_pool(&url).await;
     let schema = fresh_schema(&admin).await;
     let table = TableName::new(&format!("{schema}.idempotency_records")).unwrap();
-    let [first, _] = migration_files(&table);
+    let [first, ..] = migration_files(&table);
     sqlx::raw_sql(AssertSqlSafe(first))
         .execute(&admin)
         .await
@@ -385,7 +393,67 @@ async fn a_table_of_the_first_migration_keeps_its_records_through_the_second() {
     drop_schema(&admin, &schema).await;
 }
 
-/// Columns, constraints and indexes of a table, with its name taken out.
+/// The third migration tunes autovacuum on a table without settings of its own, and leaves a
+/// table whose operator set any autovacuum parameter as it is.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autovacuum_migration_keeps_settings_of_your_own() {
+    let Some(url) = database_url("the_autovacuum_migration_keeps_settings_of_your_own") else {
+        return;
+    };
+    let admin = admin_pool(&url).await;
+    let schema = fresh_schema(&admin).await;
+    let options = |table: &'static str| {
+        let admin = admin.clone();
+        let schema = schema.clone();
+        async move {
+            let options: Vec<String> = sqlx::query_scalar(
+                "SELECT unnest(c.reloptions) FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relname = $2 ORDER BY 1",
+            )
+            .bind(&schema)
+            .bind(table)
+            .fetch_all(&admin)
+            .await
+            .unwrap();
+            options
+        }
+    };
+    let store = |table: &str| {
+        PostgresStore::builder()
+            .table(&format!("{schema}.{table}"))
+            .unwrap()
+            .build(admin.clone())
+    };
+
+    store("tuned").migrate().await.unwrap();
+    assert_eq!(
+        options("tuned").await,
+        [
+            "autovacuum_vacuum_scale_factor=0.02",
+            "autovacuum_vacuum_threshold=1000"
+        ]
+    );
+
+    let own = TableName::new(&format!("{schema}.own")).unwrap();
+    let [first, ..] = migration_files(&own);
+    sqlx::raw_sql(AssertSqlSafe(first))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let set = format!("ALTER TABLE {own} SET (autovacuum_vacuum_cost_delay = 5)");
+    sqlx::query(AssertSqlSafe(set))
+        .execute(&admin)
+        .await
+        .unwrap();
+    store("own").migrate().await.unwrap();
+    store("own").migrate().await.unwrap();
+    assert_eq!(options("own").await, ["autovacuum_vacuum_cost_delay=5"]);
+    drop_schema(&admin, &schema).await;
+}
+
+/// Columns, constraints, indexes and storage parameters of a table, with its name taken out.
 async fn describe(pool: &PgPool, schema: &str, table: &str) -> Vec<String> {
     let columns: Vec<String> = sqlx::query_scalar(
         "SELECT format('column %s %s %s %s', ordinal_position, column_name, data_type, is_nullable) \
@@ -417,8 +485,18 @@ async fn describe(pool: &PgPool, schema: &str, table: &str) -> Vec<String> {
     .fetch_all(pool)
     .await
     .unwrap();
+    let options: Vec<String> = sqlx::query_scalar(
+        "SELECT format('option %s', option) FROM pg_class c \
+         JOIN pg_namespace n ON n.oid = c.relnamespace, unnest(c.reloptions) AS option \
+         WHERE n.nspname = $1 AND c.relname = $2 ORDER BY 1",
+    )
+    .bind(schema)
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .unwrap();
     assert!(!columns.is_empty(), "{schema}.{table} does not exist");
-    [columns, constraints, indexes].concat()
+    [columns, constraints, indexes, options].concat()
 }
 
 async fn fresh_schema(pool: &PgPool) -> String {
@@ -578,6 +656,80 @@ async fn the_sweeper_deletes_expired_records_in_batches() {
     sweeper.stop().await;
     assert_eq!(count(&admin, &table).await, 5, "live records must be kept");
     drop_table(&admin, &store.table().to_string()).await;
+}
+
+/// Writes completed records numbered `numbers` that expired a minute ago, in one statement.
+async fn insert_expired(pool: &PgPool, table: &str, numbers: std::ops::Range<i32>) {
+    let insert = format!(
+        "INSERT INTO {table} (key, fingerprint, state, expires_at, response_status, \
+         response_format, response, created_at, updated_at) \
+         SELECT sha256(int4send(i)), $3, 'completed', now() - interval '1 minute', 201, 1, $4, \
+         now(), now() FROM generate_series($1, $2) AS i"
+    );
+    sqlx::query(AssertSqlSafe(insert))
+        .bind(numbers.start)
+        .bind(numbers.end - 1)
+        .bind(fingerprint("{}").to_bytes().to_vec())
+        .bind(response("{\"id\":1}").encode().unwrap())
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// Waits until `table` holds `rows` rows or fewer, failing after a minute.
+async fn wait_for_count(pool: &PgPool, table: &str, rows: i64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count(pool, table).await > rows {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A paced sweeper works off a backlog many batches long and keeps the live records; a stop
+/// request ends it while it rests between batches.
+#[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_sweeper_clears_a_backlog_and_stops_when_asked() {
+    let Some(url) = database_url("a_paced_sweeper_clears_a_backlog_and_stops_when_asked") else {
+        return;
+    };
+    let store = fresh_store(&url).await;
+    let admin = admin_pool(&url).await;
+    let table = store.table().to_string();
+    insert_expired(&admin, &table, 0..3000).await;
+    let fp = fingerprint("{}");
+    for _ in 0..5 {
+        let (key, token) = (new_key(), LeaseToken::random());
+        let live = Claim {
+            token,
+            ..claim(&key, &fp, MINUTE)
+        };
+        store.claim(live).await.unwrap();
+        store
+            .complete(&key, token, &response("{}"), MINUTE)
+            .await
+            .unwrap();
+    }
+    assert_eq!(count(&admin, &table).await, 3005);
+
+    // Thirty batches of 100, each followed by a rest nine times its length.
+    let every = Duration::from_secs(3600);
+    let sweeper = store.spawn_sweeper_with(every, SweepPace::default().batch(100));
+    wait_for_count(&admin, &table, 5, "the paced sweeper left expired records").await;
+    sweeper.stop().await;
+    assert_eq!(count(&admin, &table).await, 5, "live records must be kept");
+
+    // Busy a millionth of the time: after its first batch the sweeper rests a million times
+    // as long as the batch took, minutes at the least. The stop request ends that rest.
+    insert_expired(&admin, &table, 3000..3300).await;
+    let slow = SweepPace::default().batch(100).busy(1e-6).unwrap();
+    let resting = store.spawn_sweeper_with(every, slow);
+    wait_for_count(&admin, &table, 205, "the first batch deleted nothing").await;
+    tokio::time::timeout(Duration::from_secs(60), resting.stop())
+        .await
+        .expect("a stop request ends the sweeper's rest");
+    assert_eq!(count(&admin, &table).await, 205, "one batch, then the rest");
+    drop_table(&admin, &table).await;
 }
 
 /// A response with more header values than a record holds.

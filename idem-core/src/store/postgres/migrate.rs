@@ -2,13 +2,16 @@
 //!
 //! The SQL is in `idem-core/migrations/postgres/`, one file per migration in the order they
 //! run, written for the default table name: `001_idempotency_records.sql` creates the table,
-//! `002_steps.sql` adds what operations of several steps keep. [`migration_sql`] renders the
-//! same text for any table name, and [`migrate`] runs it. A test keeps the files and the
-//! function identical.
+//! `002_steps.sql` adds what operations of several steps keep, `003_autovacuum.sql` tunes
+//! autovacuum to the table's churn. [`migration_sql`] renders the same text for any table
+//! name, and [`migrate`] runs it. A test keeps the files and the function identical.
 //!
 //! Every migration can run while the service serves: `ADD COLUMN` of a nullable column or of
-//! one with a constant default changes only the catalog (PostgreSQL 11 and later), and each
-//! statement says `IF NOT EXISTS`, so running them again changes nothing.
+//! one with a constant default changes only the catalog (PostgreSQL 11 and later), and setting
+//! autovacuum's storage parameters takes a `SHARE UPDATE EXCLUSIVE` lock, which reads and
+//! writes of rows do not conflict with. Each statement says `IF NOT EXISTS`, and the third
+//! sets nothing on a table that has autovacuum settings already, so running them again
+//! changes nothing.
 
 use sqlx::{AssertSqlSafe, PgPool};
 
@@ -17,7 +20,7 @@ use crate::store::StoreError;
 
 /// The DDL of each migration, in order, with `{table}` and the index names in place of the
 /// names.
-const TEMPLATES: [&str; 2] = [CREATE_TABLE, STEPS];
+const TEMPLATES: [&str; 3] = [CREATE_TABLE, STEPS, AUTOVACUUM];
 
 /// `001_idempotency_records.sql`.
 const CREATE_TABLE: &str = "\
@@ -77,6 +80,34 @@ ALTER TABLE {table}
 CREATE INDEX IF NOT EXISTS {resume_at_idx} ON {table} (resume_at) WHERE resume_at IS NOT NULL;
 ";
 
+/// `003_autovacuum.sql`.
+const AUTOVACUUM: &str = "\
+-- idem: autovacuum at the pace of the table's churn (docs/postgres.md, The sweeper).
+--
+-- Every keyed request leaves two dead row versions behind: its completion's UPDATE (never a
+-- HOT update, as it changes the indexed expires_at) and the sweeper's DELETE once it expired.
+-- With PostgreSQL's default scale factor (0.2), autovacuum waits for dead rows worth a fifth
+-- of the table: on a table of 30 days of records, three days of churn whose space nothing
+-- reuses meanwhile. At 0.02 it comes after a fiftieth (about seven hours of a 30-day window),
+-- each vacuum has a tenth of the dead rows to clear, and new records fill the space of swept
+-- ones: the table stays within a few percent of its live records.
+--
+-- Setting these takes a SHARE UPDATE EXCLUSIVE lock, which claims, completions and sweeps do
+-- not conflict with. A table that has autovacuum settings of its own keeps them.
+DO $$
+BEGIN
+    IF NOT EXISTS (
+        SELECT FROM pg_class, unnest(reloptions) AS option
+        WHERE pg_class.oid = '{table}'::regclass AND option LIKE 'autovacuum%'
+    ) THEN
+        ALTER TABLE {table} SET (
+            autovacuum_vacuum_scale_factor = 0.02,
+            autovacuum_vacuum_threshold = 1000);
+    END IF;
+END
+$$;
+";
+
 /// The DDL that creates the records table `table` and its indexes, as [`migrate`] runs it:
 /// every migration, in order.
 ///
@@ -96,17 +127,18 @@ pub fn migration_sql(table: &TableName) -> String {
 }
 
 /// Each migration's DDL for `table`, in the order they run: the text of
-/// `migrations/postgres/001_idempotency_records.sql`, then of `002_steps.sql`, for the
-/// default name.
+/// `migrations/postgres/001_idempotency_records.sql`, then of `002_steps.sql` and
+/// `003_autovacuum.sql`, for the default name.
 ///
 /// ```
 /// use idem_core::store::postgres::{TableName, migration_files};
 ///
-/// let [create, steps] = migration_files(&TableName::default());
+/// let [create, steps, autovacuum] = migration_files(&TableName::default());
 /// assert!(create.contains("CREATE TABLE IF NOT EXISTS"));
 /// assert!(steps.contains("ADD COLUMN IF NOT EXISTS steps"));
+/// assert!(autovacuum.contains("autovacuum_vacuum_scale_factor = 0.02"));
 /// ```
-pub fn migration_files(table: &TableName) -> [String; 2] {
+pub fn migration_files(table: &TableName) -> [String; 3] {
     TEMPLATES.map(|template| {
         // `{table}` last: a rendered name never contains a placeholder, and the order keeps
         // it so.
@@ -155,6 +187,7 @@ mod tests {
         let files = [
             include_str!("../../../migrations/postgres/001_idempotency_records.sql"),
             include_str!("../../../migrations/postgres/002_steps.sql"),
+            include_str!("../../../migrations/postgres/003_autovacuum.sql"),
         ];
         assert_eq!(migration_files(&TableName::default()), files);
         assert_eq!(migration_sql(&TableName::default()), files.concat());

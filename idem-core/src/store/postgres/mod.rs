@@ -118,7 +118,7 @@ use sqlx::{
 use self::sql::{RESPONSE_FORMAT, Statements};
 pub use self::{
     migrate::{migrate, migration_files, migration_sql},
-    sweep::SweeperHandle,
+    sweep::{SweepPace, SweepPaceError, SweeperHandle},
     table::{TableName, TableNameError},
     transaction::PostgresTransaction,
 };
