@@ -4,7 +4,6 @@
 -- the count of suspensions as four big-endian bytes, then the steps' bytes in order.
 local key = KEYS[1]
 local fp, token, lease, lifetime = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local now = now_ms()
 
 local record, err = load(key)
 if err then
@@ -16,12 +15,15 @@ if record then
     return {'mismatch', record.fp}
   end
   if record.state == 'done' then
-    local response = redis.call('HGET', key, 'response')
-    if not response then
+    if not record.response then
       return {'corrupt', 'a completed record without response'}
     end
-    return {'completed', response}
+    return {'completed', record.response}
   end
+end
+-- The server's time only where a lease is weighed or written: a replay never asks for it.
+local now = now_ms()
+if record then
   if record.lease_until > now and record.token ~= token then
     return {'in_flight'}
   end
@@ -30,7 +32,7 @@ if record then
   -- connection retries a command whose node went away): the token is drawn afresh for every
   -- claim, so no other request holds it. It is written again, so that a WAIT after it covers
   -- the record.
-  local steps = tonumber(redis.call('HGET', key, 'sc') or '0')
+  local steps = record.steps
   local suspensions = tonumber(redis.call('HGET', key, 'att') or '0')
   if steps > 0 or suspensions > 0 then
     -- Resume: keep the steps, the suspensions and the expiry (at least the lease).

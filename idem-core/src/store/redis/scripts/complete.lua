@@ -20,8 +20,7 @@ if record.state == 'done' then
 end
 redis.call('HSET', key, 'state', 'done', 'response', ARGV[2], 'at', int(now_ms()))
 -- What only an operation in flight needs goes: its steps and their count.
-local steps = tonumber(redis.call('HGET', key, 'sc') or '0')
-for i = 0, steps - 1 do
+for i = 0, record.steps - 1 do
   redis.call('HDEL', key, 's' .. i)
 end
 redis.call('HDEL', key, 'lease_until', 'since', 'sc', 'att')

@@ -16,7 +16,7 @@ end
 local now = now_ms()
 local expires = now + redis.call('PTTL', key)
 if record.state == 'done' then
-  local response = redis.call('HGET', key, 'response')
+  local response = record.response
   if not response then
     return {'corrupt', 'a completed record without response'}
   end

@@ -30,7 +30,9 @@ local function int(n)
 end
 
 -- The record at `key`: nil if there is none, a table if it reads as a version 1 record,
--- or nil and the reply to give when it cannot be read.
+-- or nil and the reply to give when it cannot be read. One HMGET reads what any script
+-- decides by, the response (nil in flight) and the step count with it: a replay's claim is
+-- then this and nothing else.
 local function load(key)
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'none' then
@@ -39,11 +41,12 @@ local function load(key)
   if kind ~= 'hash' then
     return nil, {'corrupt', 'the key holds a ' .. kind .. ', not a hash'}
   end
-  local f = redis.call('HMGET', key, 'v', 'state', 'fp', 'token', 'lease_until')
+  local f = redis.call('HMGET', key, 'v', 'state', 'fp', 'token', 'lease_until', 'response', 'sc')
   if f[1] ~= VERSION then
     return nil, {'version', f[1] or ''}
   end
-  local record = {state = f[2], fp = f[3], token = f[4], lease_until = tonumber(f[5])}
+  local record = {state = f[2], fp = f[3], token = f[4], lease_until = tonumber(f[5]),
+    response = f[6], steps = tonumber(f[7] or '0')}
   if not record.fp then
     return nil, {'corrupt', 'the record has no fingerprint'}
   end
