@@ -33,6 +33,12 @@ const WAIT: Duration = Duration::from_secs(2);
 const FROZEN_WAIT: Duration = Duration::from_millis(300);
 /// How long a key may take to be answered 201 through a failover.
 const PATIENCE: Duration = Duration::from_secs(60);
+/// The service's lease, well inside [`PATIENCE`]. Releases are not waited for (a release
+/// that a failover loses delays a retry and runs nothing twice): a claim that reached the
+/// promoted replica and whose release did not leaves its key in flight until the lease
+/// lapses, then a retry takes it over. With the default lease (60 s) that wait alone is the
+/// whole patience.
+const LEASE: Duration = Duration::from_secs(10);
 
 async fn cluster() -> Option<RedisCluster> {
     redis_url()?;
@@ -54,7 +60,7 @@ async fn service(
     let idem = Idempotency::builder(store.clone())
         .store_timeout(COMMAND_TIMEOUT * 2 + durability.timeout())
         .build();
-    let policy = Policy::new().scope(Scope::Global);
+    let policy = Policy::new().scope(Scope::Global).lease(LEASE);
     (LedgerService::start(idem, policy, ledger).await, store)
 }
 
