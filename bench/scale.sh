@@ -30,7 +30,10 @@
 # answer says `Idempotent-Replayed: true`. The shop is pinned to core 0 and wrk to core 1;
 # PostgreSQL, the sweeper and the fill run where the kernel puts them.
 #
-# Takes (8 × rounds × seconds) of wrk, plus the fill: run it on a machine of its own at full size.
+# Counting the rows (a sequential scan) at each phase's start and end takes seconds at 10
+# million. The sweeper's deletions are counted by the table's statistics (n_tup_del), which
+# needs track_counts (on by default). Takes 8 × rounds × seconds of wrk, plus the fill and the
+# rest of the sweep: at full size, on a machine with nothing else running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -234,7 +237,7 @@ runs=0
 declare -A base_fresh base_fresh_p99 base_replay base_replay_p99
 measure() { # phase sweep|none
   local phase=$1 sweep=$2 round fresh_rps fresh_p99 fresh_err replay_rps replay_p99 replay_err
-  local records_col sweeper before started rate='' result
+  local records_col sweeper before started seconds rate='' result
   records_col=$last_rows
   [ "$last_waiting" -gt 0 ] && records_col="$((last_rows - last_waiting)) + $last_waiting expired"
   for round in $(seq "$rounds"); do
@@ -253,9 +256,9 @@ measure() { # phase sweep|none
     if [ "$sweep" = sweep ]; then
       kill -TERM "$sweeper"
       wait "$sweeper" || true
+      seconds=$(elapsed "$started")
       sleep 1 # its connection's last counts
-      rate=$(awk -v n="$(($(deleted_total) - before))" -v s="$(elapsed "$started")" \
-        'BEGIN { printf "%.0f", n / s }')
+      rate=$(awk -v n="$(($(deleted_total) - before))" -v s="$seconds" 'BEGIN { printf "%.0f", n / s }')
       notes+=("Round $round, $phase: the sweeper deleted $rate expired records a second, $(ratio "$rate" "$fresh_rps" | tr -d ' ()') the first requests' rate (which a 30-day window at steady load expires a second).")
       if [ "$(waiting)" -le 0 ]; then
         rate="≥ $rate"
@@ -268,13 +271,13 @@ measure() { # phase sweep|none
       base_fresh[$round]=$fresh_rps base_fresh_p99[$round]=$fresh_p99
       base_replay[$round]=$replay_rps base_replay_p99[$round]=$replay_p99
     fi
-    printf '| %s | %s | %s | %.0f%s | %s ms%s | %.0f%s | %s ms%s | %s | %s | %s |\n' \
+    printf '| %s | %s | %s | %.0f%s | %s ms%s | %.0f%s | %s ms%s | %s | %s | %s | %s |\n' \
       "$round" "$phase" "$records_col" \
       "$fresh_rps" "$(ratio "$fresh_rps" "${base_fresh[$round]}")" \
       "$fresh_p99" "$(ratio "$fresh_p99" "${base_fresh_p99[$round]}")" \
       "$replay_rps" "$(ratio "$replay_rps" "${base_replay[$round]}")" \
       "$replay_p99" "$(ratio "$replay_p99" "${base_replay_p99[$round]}")" \
-      "$((fresh_err + replay_err))" "$(mib "$last_total")" "$rate" >>"$rows"
+      "$((fresh_err + replay_err))" "$(mib "$last_total")" "$rate" "$(cut -d' ' -f1 /proc/loadavg)" >>"$rows"
   done
 }
 
@@ -368,11 +371,13 @@ echo "The shop on PostgreSQL $(setting server_version) (shared_buffers $(setting
   "(\`idem-sweep\`, busy 0.1). Load average (1, 5, 15 min): $load_start at the start," \
   "$load_end at the end."
 echo
-echo "| round | phase | records at the start | first requests/s | first p99 | replays/s | replay p99 | errors | table and indexes | expired records deleted/s |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| round | phase | records at the start | first requests/s | first p99 | replays/s | replay p99 | errors | table and indexes | expired records deleted/s | load after |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 sort -s -t'|' -k2,2n "$rows"
 echo
-echo "Ratios are against the round's nearly empty phase. The table's size at each phase's start and end"
+echo "Ratios are against the round's nearly empty phase; \"load after\" is the 1-minute load average"
+echo "after the round's runs (on a shared machine, a row with a load well above the others' says more"
+echo "about the machine than about the table). The table's size at each phase's start and end"
 echo "(records counted; expired ones the sweeper has yet to delete; the statistics' live and dead tuples):"
 echo
 echo "| phase | at | records | expired waiting | live tuples | dead tuples | heap | TOAST | indexes | all | bytes per live record |"
