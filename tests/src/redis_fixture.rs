@@ -45,3 +45,53 @@ pub async fn connect(url: &str) -> RedisStore<ConnectionManager> {
 pub fn client(timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder().timeout(timeout).build().unwrap()
 }
+
+/// Where a completed record's response begins: record format 2, as `RedisStore`'s docs lay
+/// it out (the version in byte 0, the state in byte 1).
+pub const RESPONSE_AT: usize = 59;
+
+/// Damages the completed record at the Redis key `record` as a conformance test asks
+/// (store rule 9), keeping its expiry.
+pub async fn damage(
+    side: &mut (impl redis::aio::ConnectionLike + Send),
+    record: String,
+    damage: idem_core::store::conformance::Corruption,
+) {
+    use idem_core::store::conformance::Corruption;
+    let mut stored: Vec<u8> = redis::cmd("GET")
+        .arg(&record)
+        .query_async(side)
+        .await
+        .unwrap();
+    match damage {
+        Corruption::Response(bytes) => {
+            stored.truncate(RESPONSE_AT);
+            stored.extend_from_slice(&bytes);
+        }
+        Corruption::FormatVersion(version) => {
+            stored[0] = u8::try_from(version).expect("a version of one byte")
+        }
+        other => panic!("unknown corruption {other:?}"),
+    }
+    let () = redis::cmd("SET")
+        .arg(&record)
+        .arg(stored)
+        .arg("KEEPTTL")
+        .query_async(side)
+        .await
+        .unwrap();
+}
+
+/// The state byte of the record at the Redis key `record` (`c` or `f` in flight, `d` done),
+/// or `None` without a record.
+pub async fn state_of(
+    side: &mut (impl redis::aio::ConnectionLike + Send),
+    record: &str,
+) -> Option<u8> {
+    let stored: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(record)
+        .query_async(side)
+        .await
+        .unwrap();
+    stored.map(|stored| stored[1])
+}

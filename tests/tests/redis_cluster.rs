@@ -19,7 +19,7 @@ use idem_core::{
     Idempotency, Policy, RedisStore, Scope,
     store::{
         Store,
-        conformance::{self, Corruption, StoreUnderTest},
+        conformance::{self, StoreUnderTest},
         redis::Durability,
     },
 };
@@ -31,7 +31,7 @@ use idem_tests::{
     redis_fixture::redis_url,
     shop_fixture::{TestShop, payment, settings, user},
 };
-use redis::{AsyncCommands, cluster::ClusterClient, cluster_async::ClusterConnection};
+use redis::{cluster::ClusterClient, cluster_async::ClusterConnection};
 use shop::{Backend, backend::StoreChoice};
 use tokio::{sync::Barrier, task::JoinSet};
 
@@ -80,12 +80,7 @@ async fn under_test(cluster: &RedisCluster, durability: Durability) -> StoreUnde
     StoreUnderTest::new(Arc::new(store)).corrupt(move |key, damage| {
         let (mut side, record) = (side.clone(), keys.redis_key(&key));
         Box::pin(async move {
-            let () = match damage {
-                Corruption::Response(bytes) => side.hset(record, "response", bytes).await,
-                Corruption::FormatVersion(version) => side.hset(record, "v", version).await,
-                other => panic!("unknown corruption {other:?}"),
-            }
-            .unwrap();
+            idem_tests::redis_fixture::damage(&mut side, record, damage).await;
         })
     })
 }

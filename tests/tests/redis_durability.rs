@@ -233,21 +233,14 @@ async fn completion_short_of_its_replica(snapshotter: &Snapshotter) {
         "the completion landed once the replica answered"
     );
     let record = record_of(&store, &key);
-    let state: Option<String> = redis::cmd("HGET")
-        .arg(&record)
-        .arg("state")
-        .query_async(
-            &mut redis::Client::open(replica.url())
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap(),
-        )
+    let mut on_replica = redis::Client::open(replica.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
         .await
         .unwrap();
     assert_eq!(
-        state.as_deref(),
-        Some("done"),
+        idem_tests::redis_fixture::state_of(&mut on_replica, &record).await,
+        Some(b'd'),
         "the replica has the completion"
     );
     assert_eq!(ledger.executions(&key), 1);

@@ -34,41 +34,49 @@
 //!
 //! # Round trips
 //!
-//! Each store call is one Lua script, sent as `EVALSHA`: a claim is one round trip whether
-//! it claims the key, finds the completed record (a replay) or finds it in flight, and so
-//! are a completion, a renewal, a release, a look-up and a removal. The scripts run atomically on the server,
-//! which is what makes a claim atomic across instances. After a Redis restart or a
-//! `SCRIPT FLUSH`, the first call of each script is answered `NOSCRIPT` and sent again as
+//! A claim is one command, `SET key <a fresh claim> NX GET PX <lifetime>`, with no script:
+//! it claims a key that has no record, and answers the record of one that has. A replay, a
+//! fresh claim and a request with another body (422) are then that one round trip and no
+//! Lua. Only a claim that finds the key in flight sends the claim script after it (a second
+//! round trip), because whether the holder's lease lapsed is read on the server's clock. Every
+//! other call is one Lua script, sent as `EVALSHA`: a completion, a renewal, a release, a
+//! step, a suspension, a look-up and a removal. Scripts run atomically on the server, and so
+//! does `SET NX`, which is what makes a claim atomic across instances. After a Redis restart
+//! or a `SCRIPT FLUSH`, the first call of each script is answered `NOSCRIPT` and sent again as
 //! `EVAL` with the script's source, which caches it (two round trips, once). With a
 //! [`Durability`] that waits, a claim that claimed the key is confirmed on a connection of the
-//! store's own (the script again, and `WAIT`, in one pipeline: a second round trip, plus the
+//! store's own (the claim script, and `WAIT`, in one pipeline: a second round trip, plus the
 //! replicas' acknowledgement), and a completion sends its wait in the same pipeline.
 //!
 //! # Record layout
 //!
 //! One key per record, `<prefix>{<64 hex digits of the StoreKey>}` (prefix `idem:` by
-//! default), holding a hash:
+//! default), holding one string (record format 2):
 //!
-//! | field | value |
-//! | --- | --- |
-//! | `v` | the record format version, `1` |
-//! | `state` | `in_flight` or `done` |
-//! | `fp` | the request [`Fingerprint`], hex of [`Fingerprint::to_bytes`] |
-//! | `token` | the lease holder's [`LeaseToken`], 32 hex digits; kept after completion, so that the holder's repeated completion answers `Ok` |
-//! | `lease_until` | when the lease lapses, in ms since the epoch on the server's clock (in flight only) |
-//! | `since` | when the key was first claimed, in ms; a takeover keeps it (in flight only) |
-//! | `response` | the response, [`StoredResponse::encode`] bytes (completed only) |
-//! | `at` | when the response was stored, in ms (completed only) |
+//! | bytes | in flight | completed |
+//! | --- | --- | --- |
+//! | 0 | the format version, `2` | the same |
+//! | 1 | `c` (a fresh claim) or `f` | `d` |
+//! | 2..35 | the request [`Fingerprint`] ([`Fingerprint::to_bytes`]) | the same |
+//! | 35..51 | the lease holder's [`LeaseToken`] ([`LeaseToken::to_bytes`]) | the same, kept so that the holder's repeated completion answers `Ok` |
+//! | 51..67 | `f`: when the lease lapses and when the key was first claimed (a takeover keeps it); `c`: the lease and the record's lifetime. Milliseconds, big-endian doubles | 51..59: the TTL it was stored with, ms |
+//! | 67..75 | the suspensions and the steps that ended (two big-endian `u32`) | 59..: the response, [`StoredResponse::encode`] bytes |
+//! | 75.. | each step: its length (`u32`), then its bytes | |
 //!
-//! The key's expiry is the record's lifetime: `max(ttl, lease)` from the claim while in
-//! flight, at least `lease` from each renewal, `ttl` from the completion. Leases and
-//! expiries use the Redis server's clock (`TIME`), so every instance agrees on them
-//! whatever their own clocks say. The braces are a hash tag: everything one record needs
-//! (its one key, and the token that fences its holders) lives in one Redis Cluster slot.
+//! A fresh claim cannot read the server's clock without a script, so it writes `c`: the
+//! lease's length rather than its end. Its expiry, set to the lifetime at the claim, has run
+//! down by the time elapsed since, so the claim was `lifetime - PTTL` ms ago; the first
+//! script that writes the record in flight turns it `f`. A completed record keeps its TTL
+//! the same way: it was stored `ttl - PTTL` ms ago. The key's expiry is the record's
+//! lifetime: `max(ttl, lease)` from the claim while in flight, at least `lease` from each
+//! renewal, `ttl` from the completion. Leases and expiries use the Redis server's clock
+//! (`TIME`, and the key's expiry), so every instance agrees on them whatever their own clocks
+//! say. The braces are a hash tag: everything of one record lives in one Redis Cluster slot.
 //!
-//! A record this build cannot read (another type at the key, a missing field, a format
-//! version it does not know, a response that does not decode) is answered
-//! [`StoreError::Corrupt`], and never overwritten.
+//! A record this build cannot read (another type at the key, a format version it does not
+//! know, a record cut short, a response that does not decode) is answered
+//! [`StoreError::Corrupt`], and never overwritten. Records of format 1 (a hash per record,
+//! written by builds before this layout; never released) are of another type and read as such.
 //!
 //! # Failures
 //!
@@ -95,6 +103,7 @@ mod builder;
 mod durability;
 mod durable;
 mod lanes;
+mod record;
 mod script;
 mod sentinel;
 
@@ -114,7 +123,7 @@ pub use self::{
 use self::{
     durable::Durable,
     lanes::{Lanes, SharedLane},
-    script::{RecordError, Reply, SCRIPTS, ScriptCall},
+    script::{RecordError, Reply, SCRIPTS, ScriptCall, UnexpectedReply},
 };
 use super::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
@@ -128,10 +137,6 @@ use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 fn millis(duration: Duration) -> u64 {
     const MAX: u128 = 1 << 45; // about 1,100 years
     duration.as_nanos().div_ceil(1_000_000).clamp(1, MAX) as u64
-}
-
-fn token_hex(token: LeaseToken) -> String {
-    format!("{:032x}", token.as_u128())
 }
 
 /// A store on Redis (7.0 or later), shared by every instance of a service that uses the same
@@ -345,33 +350,67 @@ where
         SCRIPTS
             .release
             .call(self.redis_key(key))
-            .arg(token_hex(token))
+            .arg(&token.to_bytes()[..])
     }
-}
 
-#[async_trait]
-impl<C> Store for RedisStore<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
-        let call = SCRIPTS
-            .claim
-            .call(self.redis_key(claim.key))
-            .arg(hex::encode(claim.fingerprint.to_bytes()))
-            .arg(token_hex(claim.token))
-            .arg(millis(claim.lease))
-            .arg(millis(claim.in_flight_lifetime()));
-        let mut reply = self.run(&call).await?;
-        if let Some(durable) = &self.durable
-            && reply.wrote()
+    /// Claims `key` without a script, if it has no record: one `SET NX GET` that writes a
+    /// fresh claim, or answers what the key holds.
+    async fn claim_without_script(
+        &self,
+        key: &str,
+        claim: &Claim<'_>,
+    ) -> Result<AtKey, StoreError> {
+        let lifetime = millis(claim.in_flight_lifetime());
+        let fresh = record::claimed(
+            claim.fingerprint,
+            claim.token,
+            millis(claim.lease),
+            lifetime,
+        );
+        let mut command = ::redis::cmd("SET");
+        command
+            .arg(key)
+            .arg(&fresh[..])
+            .arg("NX")
+            .arg("GET")
+            .arg("PX")
+            .arg(lifetime);
+        let mut connection = self.connection.clone();
+        match tokio::time::timeout(
+            self.command_timeout,
+            command.query_async::<Value>(&mut connection),
+        )
+        .await
         {
-            let release = self.release_call(claim.key, claim.token);
-            let lanes = self.lanes(durable);
-            reply = durable
-                .confirm_claim(lanes, &call, release, self.command_timeout, claim.lease)
-                .await?;
+            Ok(Ok(Value::Nil)) => Ok(AtKey::Nothing),
+            Ok(Ok(Value::BulkString(record))) => Ok(AtKey::Record(record)),
+            // Nothing was written: the key holds a hash, a list, ..., which the claim script
+            // names.
+            Ok(Err(error)) if error.code() == Some("WRONGTYPE") => Ok(AtKey::OtherType),
+            Ok(Ok(other)) => Err(StoreError::backend(UnexpectedReply(format!("{other:?}")))),
+            Ok(Err(error)) => Err(StoreError::backend(error)),
+            Err(_) => Err(StoreError::Timeout(self.command_timeout)),
         }
+    }
+
+    /// The claim script's call for `claim`, on the Redis key `key`.
+    fn claim_call(key: String, claim: &Claim<'_>) -> ScriptCall<'static> {
+        SCRIPTS
+            .claim
+            .call(key)
+            .arg(&claim.fingerprint.to_bytes()[..])
+            .arg(&claim.token.to_bytes()[..])
+            .arg(millis(claim.lease))
+            .arg(millis(claim.in_flight_lifetime()))
+    }
+
+    /// What a claim that found the key in flight, or claimed it under a durability that
+    /// waits, answers: the claim script's reply, read.
+    async fn claim_reply(
+        &self,
+        claim: &Claim<'_>,
+        reply: Reply,
+    ) -> Result<ClaimOutcome, StoreError> {
         match (&reply.outcome[..], &reply.payload) {
             (b"claimed", None) => Ok(ClaimOutcome::Claimed),
             (b"resumed", Some(progress)) => match read_progress(progress) {
@@ -383,26 +422,81 @@ where
                     let suspend = SCRIPTS
                         .suspend
                         .call(self.redis_key(claim.key))
-                        .arg(token_hex(claim.token));
+                        .arg(&claim.token.to_bytes()[..]);
                     let _ = self.run(&suspend).await;
                     Err(corrupt)
                 }
             },
             (b"in_flight", None) => Ok(ClaimOutcome::InFlight),
-            (b"completed", Some(response)) => StoredResponse::decode(response)
-                .map(ClaimOutcome::Completed)
-                .map_err(|error| StoreError::corrupt(RecordError::Response(error))),
-            (b"mismatch", Some(stored)) => {
-                let stored = hex::decode(stored).map_err(|_| {
-                    StoreError::corrupt(RecordError::Malformed("the fingerprint is not hex".into()))
-                })?;
-                Ok(ClaimOutcome::Mismatch {
-                    stored_algorithm: Fingerprint::from_bytes(&stored)
-                        .map(|fingerprint| fingerprint.algorithm()),
-                })
-            }
+            (b"completed", Some(response)) => completed(response),
+            (b"mismatch", Some(stored)) => Ok(mismatch(stored)),
             _ => Err(reply.into_error()),
         }
+    }
+}
+
+/// What a claim without a script found at the key.
+enum AtKey {
+    /// No record: the key is claimed.
+    Nothing,
+    /// The record the key holds.
+    Record(Vec<u8>),
+    /// Another type than a string, which the claim script names.
+    OtherType,
+}
+
+/// A completed record's response, decoded for replay.
+fn completed(response: &[u8]) -> Result<ClaimOutcome, StoreError> {
+    StoredResponse::decode(response)
+        .map(ClaimOutcome::Completed)
+        .map_err(|error| StoreError::corrupt(RecordError::Response(error)))
+}
+
+/// The answer to a claim whose fingerprint is not the record's `stored` one.
+fn mismatch(stored: &[u8]) -> ClaimOutcome {
+    ClaimOutcome::Mismatch {
+        stored_algorithm: Fingerprint::from_bytes(stored)
+            .map(|fingerprint| fingerprint.algorithm()),
+    }
+}
+
+#[async_trait]
+impl<C> Store for RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        let key = self.redis_key(claim.key);
+        let mut reply = match self.claim_without_script(&key, &claim).await? {
+            AtKey::Nothing if self.durable.is_none() => return Ok(ClaimOutcome::Claimed),
+            AtKey::Nothing => Reply::claimed(),
+            AtKey::Record(stored) => match record::read_found(&stored, claim.fingerprint) {
+                Ok(record::Found::Completed(response)) => return completed(response),
+                Ok(record::Found::Mismatch(fingerprint)) => return Ok(mismatch(fingerprint)),
+                // Whether the holder's lease lapsed is for the server's clock to say.
+                Ok(record::Found::InFlight) => {
+                    self.run(&Self::claim_call(key.clone(), &claim)).await?
+                }
+                Err(unreadable) => return Err(StoreError::corrupt(RecordError::from(unreadable))),
+            },
+            AtKey::OtherType => self.run(&Self::claim_call(key.clone(), &claim)).await?,
+        };
+        if let Some(durable) = &self.durable
+            && reply.wrote()
+        {
+            let release = self.release_call(claim.key, claim.token);
+            let lanes = self.lanes(durable);
+            reply = durable
+                .confirm_claim(
+                    lanes,
+                    &Self::claim_call(key, &claim),
+                    release,
+                    self.command_timeout,
+                    claim.lease,
+                )
+                .await?;
+        }
+        self.claim_reply(&claim, reply).await
     }
 
     async fn complete(
@@ -416,7 +510,7 @@ where
         let call = SCRIPTS
             .complete
             .call(self.redis_key(key))
-            .arg(token_hex(token))
+            .arg(&token.to_bytes()[..])
             .arg(encoded)
             .arg(millis(ttl));
         let reply = match &self.durable {
@@ -451,7 +545,7 @@ where
         let call = SCRIPTS
             .renew
             .call(self.redis_key(key))
-            .arg(token_hex(token))
+            .arg(&token.to_bytes()[..])
             .arg(millis(lease));
         self.run(&call).await?.into_write_result()
     }
@@ -473,7 +567,7 @@ where
         let call = SCRIPTS
             .record_step
             .call(self.redis_key(key))
-            .arg(token_hex(token))
+            .arg(&token.to_bytes()[..])
             .arg(index)
             .arg(step.encode());
         let reply = match &self.durable {
@@ -499,7 +593,7 @@ where
         let call = SCRIPTS
             .suspend
             .call(self.redis_key(key))
-            .arg(token_hex(token));
+            .arg(&token.to_bytes()[..]);
         self.run(&call).await?.into_write_result()
     }
 
@@ -608,13 +702,5 @@ mod tests {
         assert_eq!(millis(Duration::from_micros(1_001)), 2);
         assert_eq!(millis(Duration::from_secs(60)), 60_000);
         assert_eq!(millis(Duration::MAX), 1 << 45);
-    }
-
-    #[test]
-    fn tokens_are_32_hex_digits() {
-        assert_eq!(
-            token_hex(LeaseToken::from_u128(0xab)),
-            format!("{}ab", "0".repeat(30))
-        );
     }
 }

@@ -11,18 +11,15 @@ end
 if not record or record.token ~= token then
   return {'lost'}
 end
-if record.state == 'done' then
+if record.state == DONE then
   -- Written again, unchanged: a WAIT sent after this call then waits until the replicas
   -- have the whole record (replication is one ordered stream), which a completion sent again
   -- because it fell short of its replicas needs to know.
-  redis.call('HSET', key, 'state', 'done')
+  redis.call('SET', key, record.value, 'KEEPTTL')
   return {'ok'}
 end
-redis.call('HSET', key, 'state', 'done', 'response', ARGV[2], 'at', int(now_ms()))
--- What only an operation in flight needs goes: its steps and their count.
-for i = 0, record.steps - 1 do
-  redis.call('HDEL', key, 's' .. i)
-end
-redis.call('HDEL', key, 'lease_until', 'since', 'sc', 'att')
-redis.call('PEXPIRE', key, ARGV[3])
+-- What only an operation in flight needs (its lease, steps and suspensions) goes with it. The
+-- TTL is kept rather than the time: stored `ttl - PTTL` ms ago, without asking for the time.
+redis.call('SET', key, string.char(VERSION, DONE) .. record.fp .. token ..
+  struct.pack('>d', tonumber(ARGV[3])) .. ARGV[2], 'PX', ARGV[3])
 return {'ok'}

@@ -10,4 +10,7 @@ redis.call('DEL', key)
 if err then
   return {'removed', 'unreadable'}
 end
-return {'removed', record.state}
+if record.state == DONE then
+  return {'removed', 'done'}
+end
+return {'removed', 'in_flight'}

@@ -2,11 +2,14 @@
 -- Answers {'ok'} or {'lost'}.
 local key = KEYS[1]
 local lease = tonumber(ARGV[2])
-local _, err = held(key, ARGV[1])
+local record, err = held(key, ARGV[1])
 if err then
   return err
 end
-redis.call('HSET', key, 'lease_until', int(now_ms() + lease))
+local now = now_ms()
+local since = lease_times(key, record, now)
+redis.call('SET', key, in_flight(record.fp, record.token, now + lease, since,
+  record.suspensions, record.steps, record.step_bytes), 'KEEPTTL')
 -- The record lives at least as long as its lease.
 if redis.call('PTTL', key) < lease then
   redis.call('PEXPIRE', key, ARGV[2])
