@@ -41,7 +41,7 @@ fn response() -> StoredResponse {
         HeaderValue::from_static("/payments/pay_1"),
     );
     let body = Bytes::from_static(br#"{"id":"pay_1","status":"succeeded","amount":9800}"#);
-    StoredResponse::new(StatusCode::CREATED, headers, body)
+    StoredResponse::new(StatusCode::CREATED, &headers, &body).expect("an encodable response")
 }
 
 fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken) -> Claim<'a> {

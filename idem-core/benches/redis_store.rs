@@ -57,13 +57,9 @@ fn response() -> StoredResponse {
         header::LOCATION,
         HeaderValue::from_static("/payments/pay_1"),
     );
-    StoredResponse::new(
-        StatusCode::CREATED,
-        headers,
-        Bytes::from_static(
+    StoredResponse::new(StatusCode::CREATED, &headers, &Bytes::from_static(
             br#"{"id":"pay_1","amount":1250,"currency":"EUR","status":"succeeded","created":1767225600}"#,
-        ),
-    )
+        )).expect("an encodable response")
 }
 
 fn claim<'a>(key: &'a StoreKey, fingerprint: &'a Fingerprint, token: LeaseToken) -> Claim<'a> {

@@ -7,17 +7,18 @@
 use axum::{body::Body, response::Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, StreamExt, stream};
-use http::{HeaderMap, HeaderName, header};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
 use http_body_util::BodyExt;
 
-use super::{IDEMPOTENT_REPLAYED, StoredResponse};
+use super::{EncodeError, IDEMPOTENT_REPLAYED, StoredResponse};
 use crate::policy::Policy;
 
 /// A captured response: what to store, and what to send to the first caller.
 #[derive(Debug)]
 pub(crate) struct Captured {
-    /// The record to complete the key with.
-    pub(crate) record: StoredResponse,
+    /// The record to complete the key with, or why no store could keep it (more header values
+    /// than a record holds, say).
+    pub(crate) record: Result<StoredResponse, EncodeError>,
     /// The response for the caller that ran the operation: the original, unfiltered.
     pub(crate) response: Response,
 }
@@ -139,10 +140,10 @@ fn read(
     let Some(frame) = frame else {
         let Unfinished { parts, read, .. } = unfinished;
         let bytes = read.into_bytes();
-        let record = StoredResponse::new(
+        let record = StoredResponse::encode(
             parts.status,
-            storable_headers(&parts.headers, policy),
-            bytes.clone(),
+            || storable_headers(&parts.headers, policy),
+            Some(&bytes),
         );
         return Ok(Read::Done(Captured {
             record,
@@ -160,7 +161,7 @@ fn read(
     let read = read.into_frames().map(Ok::<_, axum::Error>);
     let streamed = Body::from_stream(stream::iter(read).chain(rest.into_data_stream()));
     Ok(Read::Done(Captured {
-        record: StoredResponse::omitted(parts.status),
+        record: Ok(StoredResponse::omitted(parts.status)),
         response: Response::from_parts(parts, streamed),
     }))
 }
@@ -180,37 +181,39 @@ const NEVER_STORED: [HeaderName; 11] = [
     header::CONTENT_LENGTH,
 ];
 
-/// The headers of a response that a replay may send again.
-pub(crate) fn storable_headers(headers: &HeaderMap, policy: &Policy) -> HeaderMap {
-    // Headers named by `Connection` are hop-by-hop too (RFC 9110 §7.6.1).
-    let named_by_connection: Vec<String> = headers
+/// The headers of a response that a replay may send again, in the response's order.
+pub(crate) fn storable_headers<'h>(
+    headers: &'h HeaderMap,
+    policy: &'h Policy,
+) -> impl Iterator<Item = (&'h HeaderName, &'h HeaderValue)> + 'h {
+    let connection = headers.contains_key(header::CONNECTION);
+    headers.iter().filter(move |(name, _)| {
+        is_storable(name, policy) && !(connection && named_by_connection(headers, name))
+    })
+}
+
+/// Whether a header of this name may be replayed, as far as its name and the policy tell.
+fn is_storable(name: &HeaderName, policy: &Policy) -> bool {
+    !(NEVER_STORED.contains(name)
+        || *name == IDEMPOTENT_REPLAYED
+        || (*name == header::SET_COOKIE && !policy.replay_set_cookie)
+        || policy.exclude_headers.contains(name))
+}
+
+/// Headers named by `Connection` are hop-by-hop too (RFC 9110 §7.6.1).
+fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
+    headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
-        .map(|name| name.trim().to_ascii_lowercase())
-        .collect();
-    // Sized by names, not values: a map holds far more values than it has room for names.
-    let mut kept = HeaderMap::with_capacity(headers.keys_len());
-    for (name, value) in headers {
-        let dropped = NEVER_STORED.contains(name)
-            || *name == IDEMPOTENT_REPLAYED
-            || (*name == header::SET_COOKIE && !policy.replay_set_cookie)
-            || policy.exclude_headers.contains(name)
-            || named_by_connection
-                .iter()
-                .any(|named| named == name.as_str());
-        if !dropped {
-            kept.append(name.clone(), value.clone());
-        }
-    }
-    kept
+        .any(|named| named.trim().eq_ignore_ascii_case(name.as_str()))
 }
 
 #[cfg(test)]
 mod tests {
     use axum::response::IntoResponse;
-    use http::{HeaderValue, StatusCode};
+    use http::StatusCode;
 
     use super::*;
 
@@ -245,13 +248,9 @@ mod tests {
             ("idempotent-replayed", "true"),
         ]);
         let captured = captured(response, &Policy::new()).await;
-        let stored: Vec<_> = captured
-            .record
-            .headers()
-            .keys()
-            .map(HeaderName::as_str)
-            .collect();
-        assert_eq!(stored, ["content-type", "location", "x-request-id"]);
+        let stored = captured.record.unwrap().headers();
+        let names: Vec<_> = stored.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["content-type", "location", "x-request-id"]);
         // The first caller still gets every header.
         assert_eq!(captured.response.headers()["set-cookie"], "session=secret");
     }
@@ -263,23 +262,23 @@ mod tests {
             .replay_set_cookie(true)
             .exclude_headers(&EXCLUDED);
         let response = response_with_headers(&[("set-cookie", "a=1"), ("x-request-id", "r1")]);
-        let captured = captured(response, &policy).await;
-        assert_eq!(captured.record.headers()["set-cookie"], "a=1");
-        assert!(!captured.record.headers().contains_key("x-request-id"));
+        let stored = captured(response, &policy).await.record.unwrap().headers();
+        assert_eq!(stored["set-cookie"], "a=1");
+        assert!(!stored.contains_key("x-request-id"));
     }
 
     #[tokio::test]
     async fn a_body_at_the_cap_is_kept_and_one_byte_over_is_streamed_whole() {
         let policy = Policy::new().max_stored_body(8);
         let at_cap = captured((StatusCode::OK, "12345678").into_response(), &policy).await;
-        assert_eq!(at_cap.record.body().unwrap(), "12345678");
+        assert_eq!(at_cap.record.unwrap().body(), Some(&b"12345678"[..]));
 
         let chunks = stream::iter(
             ["1234", "5678", "9", "abc"].map(|c| Ok::<_, axum::Error>(Bytes::from(c))),
         );
         let over = Response::new(Body::from_stream(chunks));
         let captured = captured(over, &policy).await;
-        assert_eq!(captured.record, StoredResponse::omitted(StatusCode::OK));
+        assert_eq!(captured.record, Ok(StoredResponse::omitted(StatusCode::OK)));
         let sent = axum::body::to_bytes(captured.response.into_body(), usize::MAX)
             .await
             .unwrap();
@@ -290,7 +289,7 @@ mod tests {
     async fn several_frames_are_joined() {
         let chunks = stream::iter(["ab", "cd"].map(|c| Ok::<_, axum::Error>(Bytes::from(c))));
         let captured = captured(Response::new(Body::from_stream(chunks)), &Policy::new()).await;
-        assert_eq!(captured.record.body().unwrap(), "abcd");
+        assert_eq!(captured.record.as_ref().unwrap().body(), Some(&b"abcd"[..]));
         let sent = axum::body::to_bytes(captured.response.into_body(), usize::MAX)
             .await
             .unwrap();
@@ -311,6 +310,6 @@ mod tests {
         };
         assert_eq!(unfinished.read.len(), 2);
         let captured = finish(unfinished, &Policy::new()).await.unwrap();
-        assert_eq!(captured.record.body().unwrap(), "abcd");
+        assert_eq!(captured.record.unwrap().body(), Some(&b"abcd"[..]));
     }
 }

@@ -156,7 +156,8 @@ mod tests {
         let key = StoreKey::from_bytes([7; 32]);
         let token = LeaseToken::random();
         let response =
-            StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::from("tr_1"));
+            StoredResponse::new(StatusCode::CREATED, &HeaderMap::new(), &Bytes::from("tr_1"))
+                .expect("an encodable response");
         assert!(pending.outcome(&key, &fingerprint(b"a")).is_none());
         pending.insert(key, token, fingerprint(b"a"), response.clone());
         assert_eq!(pending.len(), 1);
@@ -183,7 +184,8 @@ mod tests {
         let pending = Pending::default();
         let key = StoreKey::from_bytes([8; 32]);
         let token = LeaseToken::random();
-        let response = StoredResponse::new(StatusCode::CREATED, HeaderMap::new(), Bytes::new());
+        let response = StoredResponse::new(StatusCode::CREATED, &HeaderMap::new(), &Bytes::new())
+            .expect("an encodable response");
         pending.insert(key, token, fingerprint(b"a"), response);
         pending.forget(&key);
         assert_eq!(pending.len(), 0);

@@ -122,7 +122,7 @@ pub struct CompletedRecord {
     /// When the record is forgotten, and the key is new again.
     pub expires_at: SystemTime,
     /// The size of the stored response as a store that keeps bytes holds it
-    /// ([`StoredResponse::encode`](crate::replay::StoredResponse::encode)'s length).
+    /// ([`StoredResponse::as_bytes`](crate::replay::StoredResponse::as_bytes)'s length).
     pub bytes: u64,
     /// Whether the body was kept; `false` for a body too large to keep, whose retries are
     /// answered 410.

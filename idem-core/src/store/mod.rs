@@ -146,7 +146,7 @@ pub use self::steps::StepSupport;
 use self::steps::{DueOperation, Progress, RecordedStep, Resumable};
 use crate::{
     fingerprint::{Fingerprint, FingerprintAlgorithm},
-    replay::{EncodeError, StoredResponse},
+    replay::StoredResponse,
     scope::StoreKey,
 };
 
@@ -257,11 +257,6 @@ pub enum StoreError {
     /// A stored record could not be read back.
     #[error("a stored record is corrupt")]
     Corrupt(#[source] BoxError),
-    /// The response cannot be encoded for the store (see [`StoredResponse::encode`]). Nothing
-    /// was written, so the outcome is known: the record is still in flight under the caller's
-    /// token, and a [`StoreTransaction`] was rolled back, the handler's writes with it.
-    #[error("the response cannot be stored")]
-    Unencodable(#[source] EncodeError),
     /// The store does not offer this operation.
     #[error("this store does not support {0}")]
     Unsupported(&'static str),

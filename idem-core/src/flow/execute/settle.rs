@@ -9,7 +9,7 @@ use super::{Execution, Finished};
 use crate::{
     flow::problems::{self, Released},
     observe::{self, Outcome},
-    replay::{StoredResponse, capture::Captured},
+    replay::{EncodeError, StoredResponse, capture::Captured},
     runtime::resumer,
     steps::journal::Stop,
     store::{StoreError, StoreTransaction},
@@ -25,11 +25,10 @@ impl Execution {
     /// and moved on every request, replays included.
     pub(super) async fn settle(self, finished: Finished) -> Response {
         match finished {
-            Finished::Result(captured)
-                if !self.context.transaction_begun()
-                    && captured.record.check_encodable().is_ok() =>
-            {
-                let Captured { record, response } = captured;
+            Finished::Result(Captured {
+                record: Ok(record),
+                response,
+            }) if !self.context.transaction_begun() => {
                 let (key, token, ttl) = (&self.key, self.lease.token, self.policy.ttl);
                 match self.idem.complete_now(key, token, &record, ttl) {
                     Some(completion) => self.completed(completion, record),
@@ -84,9 +83,9 @@ impl Execution {
     /// Stores the result, then answers the caller with it.
     async fn complete(self, captured: Captured) -> Response {
         let Captured { record, response } = captured;
-        if self.release_if_unstorable(&record).await {
+        let Some(record) = self.storable(record).await else {
             return response;
-        }
+        };
         match self.context.take_transaction().await {
             Some(transaction) => self.complete_in(transaction, &record, response).await,
             None => {
@@ -98,10 +97,14 @@ impl Execution {
 
     /// A response no store could keep (more header values than a record holds, say) is not
     /// the operation's result to replay: its caller gets it as it is, and the key is released,
-    /// so that a retry runs the operation again. Answers whether it was such a response.
-    pub(super) async fn release_if_unstorable(&self, record: &StoredResponse) -> bool {
-        let Err(error) = record.check_encodable() else {
-            return false;
+    /// so that a retry runs the operation again. Answers the record to store, if there is one.
+    pub(super) async fn storable(
+        &self,
+        record: Result<StoredResponse, EncodeError>,
+    ) -> Option<StoredResponse> {
+        let error = match record {
+            Ok(record) => return Some(record),
+            Err(error) => error,
         };
         self.record_error(
             Outcome::Released,
@@ -110,7 +113,7 @@ impl Execution {
         );
         self.release("released: its response cannot be stored")
             .await;
-        true
+        None
     }
 
     /// Completes the record on its own. If the store does not take it, the result stays

@@ -46,7 +46,9 @@ impl Execution {
         let sent: VecDeque<Bytes> = read.into_frames().collect();
         let mut captured = BodyBuffer::default();
         sent.iter().for_each(|data| captured.push(data.clone()));
-        let headers = storable_headers(&parts.headers, &self.policy);
+        let headers = storable_headers(&parts.headers, &self.policy)
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
         let status = parts.status;
         let tasks = self.idem.tasks().clone();
         tasks.spawn(async move {
@@ -77,8 +79,9 @@ impl Execution {
             match frame {
                 None => {
                     if let Some((body, headers)) = capture.take() {
-                        let record = StoredResponse::new(status, headers, body.into_bytes());
-                        if !self.release_if_unstorable(&record).await {
+                        let body = body.into_bytes();
+                        let record = StoredResponse::encode(status, || headers.iter(), Some(&body));
+                        if let Some(record) = self.storable(record).await {
                             self.complete_on_its_own(record).await;
                         }
                     }

@@ -282,9 +282,10 @@ fn response(body: &'static str) -> StoredResponse {
     );
     StoredResponse::new(
         StatusCode::CREATED,
-        headers,
-        Bytes::from_static(body.as_bytes()),
+        &headers,
+        &Bytes::from_static(body.as_bytes()),
     )
+    .expect("an encodable response")
 }
 
 async fn claim_ok(store: &dyn Store, claim: Claim<'_>) -> ClaimOutcome {
@@ -349,7 +350,8 @@ pub async fn a_completed_key_replays_the_exact_response(store: StoreUnderTest) {
     match claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await {
         ClaimOutcome::Completed(replayed) => {
             assert_eq!(replayed, stored);
-            let multi: Vec<_> = replayed.headers().get_all("x-multi").iter().collect();
+            let headers = replayed.headers();
+            let multi: Vec<_> = headers.get_all("x-multi").iter().collect();
             assert_eq!(
                 multi,
                 ["first", "second"],
@@ -397,7 +399,8 @@ pub async fn a_large_body_round_trips(store: StoreUnderTest) {
     let (key, fp, token) = (new_key(), fingerprint("{}"), LeaseToken::random());
     claim_ok(&*store, claim(&key, &fp, token)).await;
     let body: Vec<u8> = (0..1024 * 1024).map(|i: u32| (i % 251) as u8).collect();
-    let stored = StoredResponse::new(StatusCode::OK, HeaderMap::new(), Bytes::from(body));
+    let stored = StoredResponse::new(StatusCode::OK, &HeaderMap::new(), &Bytes::from(body))
+        .expect("an encodable response");
     store.complete(&key, token, &stored, LONG).await.unwrap();
     assert_eq!(
         claim_ok(&*store, claim(&key, &fp, LeaseToken::random())).await,

@@ -41,7 +41,7 @@
 //! | `response_status`, `response_format`, `response` | `smallint`, `smallint`, `bytea` | the stored response |
 //! | `created_at`, `updated_at` | `timestamptz` | |
 //!
-//! The response is kept as [`StoredResponse::encode`](crate::replay::StoredResponse::encode)'s
+//! The response is kept as [`StoredResponse::as_bytes`](crate::replay::StoredResponse::as_bytes)'s
 //! versioned bytes rather than as status, headers and body columns: that encoding keeps every
 //! header value byte for byte and in order (a `jsonb` of headers would not: header values need
 //! not be UTF-8), it is read back in one column, and `response_format` names its version so a
@@ -382,7 +382,7 @@ impl Store for PostgresStore {
         let done: bool = self
             .shared
             .statements
-            .complete(key, token, response, ttl)?
+            .complete(key, token, response, ttl)
             .fetch_one(&self.shared.pool)
             .await
             .and_then(|row| row.try_get("done"))

@@ -16,10 +16,10 @@ use crate::{
     fingerprint::Fingerprint,
     replay::StoredResponse,
     scope::StoreKey,
-    store::{Claim, LeaseToken, StoreError, steps::RecordedStep},
+    store::{Claim, LeaseToken, steps::RecordedStep},
 };
 
-/// The version of [`StoredResponse::encode`]'s format the store writes, kept in the
+/// The version of [`StoredResponse::as_bytes`]'s format the store writes, kept in the
 /// `response_format` column.
 pub(super) const RESPONSE_FORMAT: i16 = 1;
 
@@ -325,24 +325,22 @@ impl Statements {
             .bind(interval(hold))
     }
 
-    /// The fenced completion; [`StoreError::Unencodable`] before anything is sent when the
-    /// response cannot be encoded.
+    /// The fenced completion.
     pub(super) fn complete(
         &self,
         key_: &StoreKey,
         token_: LeaseToken,
         response: &StoredResponse,
         ttl: Duration,
-    ) -> Result<Query<'static, Postgres, PgArguments>, StoreError> {
-        let encoded = response.encode().map_err(StoreError::Unencodable)?;
+    ) -> Query<'static, Postgres, PgArguments> {
         let status = i16::try_from(response.status().as_u16()).expect("status codes fit in i16");
-        Ok(sqlx::query(self.complete.clone())
+        sqlx::query(self.complete.clone())
             .bind(key(key_))
             .bind(token(token_))
             .bind(status)
             .bind(RESPONSE_FORMAT)
-            .bind(encoded)
-            .bind(interval(ttl)))
+            .bind(response.as_bytes().to_vec())
+            .bind(interval(ttl))
     }
 
     pub(super) fn renew(

@@ -77,16 +77,8 @@ impl StoreTransaction for PostgresTransaction {
             pool,
             statements,
         } = *self;
-        let completion = match statements.complete(key, token, response, ttl) {
-            Ok(completion) => completion,
-            Err(unencodable) => {
-                // Nothing of the operation may outlive a record that was never written. A
-                // failed rollback ends the connection, which rolls back as well.
-                let _ = transaction.rollback().await;
-                return Err(unencodable);
-            }
-        };
-        let completed = completion
+        let completed = statements
+            .complete(key, token, response, ttl)
             .fetch_one(&mut *transaction)
             .await
             .and_then(|row| row.try_get::<bool, _>("done"));
@@ -111,7 +103,7 @@ impl StoreTransaction for PostgresTransaction {
                 // record is completed on its own, fenced as ever.
                 transaction.rollback().await.map_err(|e| error(&pool, e))?;
                 let done = statements
-                    .complete(key, token, response, ttl)?
+                    .complete(key, token, response, ttl)
                     .fetch_one(&pool)
                     .await
                     .and_then(|row| row.try_get::<bool, _>("done"))

@@ -60,7 +60,7 @@
 //! | 2..35 | the request [`Fingerprint`] ([`Fingerprint::to_bytes`]) | the same |
 //! | 35..51 | the lease holder's [`LeaseToken`] ([`LeaseToken::to_bytes`]) | the same, kept so that the holder's repeated completion answers `Ok` |
 //! | 51..67 | `f`: when the lease lapses and when the key was first claimed (a takeover keeps it); `c`: the lease and the record's lifetime. Milliseconds, big-endian doubles | 51..59: the TTL it was stored with, ms |
-//! | 67..75 | the suspensions and the steps that ended (two big-endian `u32`) | 59..: the response, [`StoredResponse::encode`] bytes |
+//! | 67..75 | the suspensions and the steps that ended (two big-endian `u32`) | 59..: the response, [`StoredResponse::as_bytes`] bytes |
 //! | 75.. | each step: its length (`u32`), then its bytes | |
 //!
 //! A fresh claim cannot read the server's clock without a script, so it writes `c`: the
@@ -506,12 +506,11 @@ where
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let encoded = response.encode().map_err(StoreError::Unencodable)?;
         let call = SCRIPTS
             .complete
             .call(self.redis_key(key))
             .arg(&token.to_bytes()[..])
-            .arg(encoded)
+            .arg(response.as_bytes())
             .arg(millis(ttl));
         let reply = match &self.durable {
             None => self.run(&call).await?,

@@ -11,7 +11,7 @@
 //! DONE:
 //! bytes 51..59  the TTL it was stored with, ms, a big-endian double: the key's expiry,
 //!               set to it then, has run down since, so it was stored `ttl - PTTL` ms ago
-//! bytes 59..    the response (StoredResponse::encode)
+//! bytes 59..    the response (StoredResponse::as_bytes)
 //! CLAIMED and IN_FLIGHT:
 //! bytes 51..67  two big-endian doubles: IN_FLIGHT, when the lease lapses and when the key was
 //!               first claimed (ms on the server's clock); CLAIMED, the lease and the record's
