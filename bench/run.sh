@@ -232,34 +232,37 @@ done = function(summary, latency, requests)
 end
 LUA
 
-cpu_ticks() { # utime and stime of a process, in clock ticks; with Redis's added in `redis`
+cpu_ticks() { # utime and stime of a process, in clock ticks; with Redis's added in `redis`,
+  # and Redis's own utime + stime third (0 without Redis)
   local user sys redis_user=0 redis_sys=0
   read -r user sys <<<"$(awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat")"
   if [ -n "$redis_pid" ]; then
     read -r redis_user redis_sys <<<"$(awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$redis_pid/stat")"
   fi
-  echo "$((user + redis_user)) $((sys + redis_sys))"
+  echo "$((user + redis_user)) $((sys + redis_sys)) $((redis_user + redis_sys))"
 }
 
 run_number=0
 measure() { # round phase name seconds keymode
-  local round=$1 phase=$2 name=$3 seconds=$4 mode=$5 result user sys after_user after_sys waits
+  local round=$1 phase=$2 name=$3 seconds=$4 mode=$5 result user sys redis after_user after_sys
+  local after_redis waits
   run_number=$((run_number + 1))
-  read -r user sys <<<"$(cpu_ticks "${pid_of[$name]}")"
+  read -r user sys redis <<<"$(cpu_ticks "${pid_of[$name]}")"
   # GNU time counts wrk's voluntary context switches: each is wrk asleep with nothing to read,
   # woken by the next response, a wakeup that the server's core pays for on loopback.
   result=$(BENCH_KEY=$mode BENCH_PREFIX=$run_number BENCH_REPLAY_KEY=$replay_key \
     BENCH_REPLAY_SESSION=$replay_session "${pin_wrk[@]}" /usr/bin/time -f '%w' -o "$work/wrk-time" \
     wrk -t1 -c"$connections" -d"${seconds}s" -s "$lua" "${url_of[$name]}" | awk '/^RESULT/')
-  read -r after_user after_sys <<<"$(cpu_ticks "${pid_of[$name]}")"
+  read -r after_user after_sys after_redis <<<"$(cpu_ticks "${pid_of[$name]}")"
   waits=$(tail -n1 "$work/wrk-time")
   if [ -z "$result" ]; then
     echo "bench: wrk printed no result against $name (${url_of[$name]}); see $work/$config-$name.log" >&2
     exit 1
   fi
   # round phase server req/s p99-ms errors requests cpu-ticks user-ticks sys-ticks wrk-waits
+  # redis-ticks (the part of cpu-ticks that was Redis's)
   echo "$round $phase $name ${result#RESULT } $((after_user + after_sys - user - sys))" \
-    "$((after_user - user)) $((after_sys - sys)) $waits"
+    "$((after_user - user)) $((after_sys - sys)) $waits $((after_redis - redis))"
 }
 
 echo "bench: warming up every server" >&2
@@ -315,6 +318,8 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
     rps[round, phase, name] = $4; p99[round, phase, name] = $5
     errors[phase, name] += $6; requests[phase, name] += $7; ticks[phase, name] += $8
     user_ticks[phase, name] += $9; sys_ticks[phase, name] += $10; waits[phase, name] += $11
+    redis_ticks[phase, name] += $12
+    if ($7) { cpu_round[round, phase, name] = $8 / ticks_per_s * 1e6 / $7 }
     share = $8 / ticks_per_s / seconds
     if (min_share == "" || share < min_share) min_share = share
     if (share > max_share) max_share = share
@@ -336,6 +341,32 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
     if (what == "ratio") return n ? median(ratios, n) : -1
     if (what == "p99") return n ? median(p99s, n) : -1
     if (what == "rate") return n ? median(rates, n) : -1
+    if (what == "spread") return n ? sprintf("%.2f–%.2f", least(ratios, n), most(ratios, n)) : "–"
+  }
+  function least(values, n,    i, v) { v = values[1]; for (i = 2; i <= n; i++) if (values[i] < v) v = values[i]; return v }
+  function most(values, n,    i, v) { v = values[1]; for (i = 2; i <= n; i++) if (values[i] > v) v = values[i]; return v }
+  # The CPU per request of each round'"'"'s run, as "least–most": how far one run of a server is
+  # from another of the same server, the noise a comparison of two servers must clear.
+  function cpu_spread(phase, name,    r, n, values) {
+    n = 0
+    for (r = 1; r <= rounds; r++) if ((r, phase, name) in cpu_round) values[++n] = cpu_round[r, phase, name]
+    return n ? sprintf("%.1f–%.1f", least(values, n), most(values, n)) : "–"
+  }
+  function redis_us(phase, name) {
+    return requests[phase, name] ? redis_ticks[phase, name] / ticks_per_s * 1e6 / requests[phase, name] : -1
+  }
+  # The servers other than the bare handler, fewest CPU µs per request of `phase` first.
+  function ranking(phase,    i, j, n, names, v, out) {
+    n = 0
+    for (i = 1; i <= servers; i++) if (order[i] != "bare") names[++n] = order[i]
+    for (i = 2; i <= n; i++) {
+      v = names[i]
+      for (j = i - 1; j >= 1 && cpu_us(phase, names[j]) > cpu_us(phase, v); j--) names[j + 1] = names[j]
+      names[j + 1] = v
+    }
+    out = ""
+    for (i = 1; i <= n; i++) out = out (i > 1 ? " < " : "") label[names[i]] sprintf(" (%.1f)", cpu_us(phase, names[i]))
+    return out
   }
   function cpu_us(phase, name) {
     return requests[phase, name] ? ticks[phase, name] / ticks_per_s * 1e6 / requests[phase, name] : -1
@@ -355,13 +386,31 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
     for (i = 1; i <= servers; i++) {
       name = order[i]
       if (name == "bare") continue
-      printf "| %s | %.2f | %.2f | %.1f ms | %.1f |\n", label[name], row(name, "fresh", "ratio"),
-        row(name, "replay", "ratio"), row(name, "fresh", "p99"), cpu_us("fresh", name)
+      printf "| %s | %.2f (%s) | %.2f (%s) | %.1f ms | %.1f |\n", label[name],
+        row(name, "fresh", "ratio"), row(name, "fresh", "spread"),
+        row(name, "replay", "ratio"), row(name, "replay", "spread"),
+        row(name, "fresh", "p99"), cpu_us("fresh", name)
     }
     print ""
-    print "Medians over the rounds; each ratio is against the mean of its round'"'"'s two bare runs (the bare"
-    print "row: every bare run). CPU: the server process'"'"'s utime + stime over all its runs of the scenario,"
-    print "divided by the requests wrk completed in them."
+    print "Medians over the rounds, and in brackets the least and the most of the rounds; each ratio is"
+    print "against the mean of its round'"'"'s two bare runs (the bare row: every bare run). CPU: the server"
+    print "process'"'"'s utime + stime over all its runs of the scenario, divided by the requests wrk"
+    print "completed in them."
+    print ""
+    print "| server | CPU µs per fresh request | each round'"'"'s | of which Redis | CPU µs per replay | each round'"'"'s | of which Redis |"
+    print "| --- | --- | --- | --- | --- | --- | --- |"
+    for (i = 1; i <= servers; i++) {
+      name = order[i]
+      if (name == "bare") continue
+      printf "| %s | %.1f | %s | %.1f | %.1f | %s | %.1f |\n", label[name],
+        cpu_us("fresh", name), cpu_spread("fresh", name), redis_us("fresh", name),
+        cpu_us("replay", name), cpu_spread("replay", name), redis_us("replay", name)
+    }
+    print ""
+    print "Ranked by CPU per request, the figure least moved by what else the machine does:"
+    print "- fresh keys: " ranking("fresh")
+    print "- replays: " ranking("replay")
+    print "CPU counts Redis'"'"'s own time too in the `redis` configuration (its column; 0 elsewhere)."
     print ""
     print "| server | fresh req/s | replay req/s | p99 replay | server CPU µs per replay | errors (fresh, replay) |"
     print "| --- | --- | --- | --- | --- | --- |"
@@ -408,7 +457,7 @@ awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
 
 echo
 echo "Every run (round, scenario, server, req/s, p99 ms, errors, requests, server CPU ticks of 1/$(getconf CLK_TCK) s," \
-  "of which user and kernel, wrk's voluntary context switches):"
+  "of which user and kernel, wrk's voluntary context switches, Redis's CPU ticks):"
 echo
 echo '```text'
 cat "$results"

@@ -9,7 +9,8 @@
 //! that every byte the process gained is the store's. It prints one line of `name=value` pairs:
 //! the records kept, the heap they hold (bytes allocated and not freed since the start, counted
 //! by the global allocator), the process's resident set growth, and both per record, next to
-//! the configured bound.
+//! the configured bound; and the heap blocks held per record (allocations not freed), which is
+//! what the eviction of one record frees.
 
 use std::{alloc::System, fs};
 
@@ -110,16 +111,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A reallocation's growth is counted in `bytes_allocated` (or its shrinking in
     // `bytes_deallocated`) already.
     let held = stats.bytes_allocated as i64 - stats.bytes_deallocated as i64;
+    // The heap blocks the store holds: each one a record's eviction frees.
+    let blocks = stats.allocations as i64 - stats.deallocations as i64;
     let resident = resident_bytes().saturating_sub(resident_before);
     let per = |bytes: f64| bytes / records.max(1) as f64;
     println!(
         "records={records} bound_bytes={max_bytes} heap_bytes={held} resident_bytes={resident} \
          heap_per_record={:.0} resident_per_record={:.0} heap_over_bound={:.2} \
-         resident_over_bound={:.2}",
+         resident_over_bound={:.2} blocks_per_record={:.1}",
         per(held as f64),
         per(resident as f64),
         held as f64 / *max_bytes as f64,
         resident as f64 / *max_bytes as f64,
+        per(blocks as f64),
     );
     drop(app);
     Ok(())

@@ -34,6 +34,7 @@
 
 use std::{collections::HashSet, sync::Arc};
 
+use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 const VERSION: u8 = 1;
@@ -250,7 +251,7 @@ pub(super) fn validate(bytes: &[u8]) -> Result<Layout, DecodeError> {
     if count > VALUES_A_MAP_ALWAYS_TAKES {
         // Enough values that the names might be more than a map holds: build the map the
         // replay would build, once, to find out.
-        headers_into(bytes, &mut HeaderMap::new())
+        headers_into(&Bytes::copy_from_slice(bytes), &mut HeaderMap::new())
             .map_err(|_| DecodeError::Malformed("more header names than a header map holds"))?;
     }
     let body_at = match kind {
@@ -321,11 +322,11 @@ pub(super) fn header_count(record: &[u8]) -> usize {
     usize::from(u16::from_be_bytes([record[COUNT_AT], record[COUNT_AT + 1]]))
 }
 
-/// Appends the headers of a record [`validate`] accepted to `map`, in the record's order.
-/// Fails only when the map cannot take them, which `validate` rules out for the records it
-/// accepts.
+/// Appends the headers of a record [`validate`] accepted to `map`, in the record's order; their
+/// values share the record's bytes. Fails only when the map cannot take them, which `validate`
+/// rules out for the records it accepts.
 pub(super) fn headers_into(
-    record: &[u8],
+    record: &Bytes,
     map: &mut HeaderMap,
 ) -> Result<(), http::header::MaxSizeReached> {
     let mut reader = Reader(&record[HEADERS_AT..]);
@@ -333,9 +334,11 @@ pub(super) fn headers_into(
         let Ok((name, value)) = next_header(&mut reader) else {
             break;
         };
-        if let (Ok(name), Ok(value)) =
-            (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
-        {
+        let value = record.slice_ref(value);
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name),
+            HeaderValue::from_maybe_shared(value),
+        ) {
             map.try_append(name, value)?;
         }
     }

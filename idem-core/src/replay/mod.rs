@@ -159,8 +159,13 @@ impl StoredResponse {
     pub fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         // A record that was made or decoded holds no more names than a map takes.
-        let _ = codec::headers_into(&self.record, &mut headers);
+        let _ = codec::headers_into(&self.shared(), &mut headers);
         headers
+    }
+
+    /// The record as [`Bytes`] that share it: one allocation, whatever is sliced from it.
+    fn shared(&self) -> Bytes {
+        Bytes::from_owner(Record(Arc::clone(&self.record)))
     }
 
     /// The body, or `None` when it was too large to keep.
@@ -247,8 +252,10 @@ impl StoredResponse {
                 // the map (reallocate and rehash).
                 let capacity = codec::header_count(&self.record) + NAMES_A_REPLAY_ADDS;
                 let mut headers = HeaderMap::try_with_capacity(capacity).unwrap_or_default();
-                let _ = codec::headers_into(&self.record, &mut headers);
-                let mut response = Response::new(Body::from(Bytes::from_owner(BodyOf(self))));
+                // The header values and the body are slices of the record, not copies.
+                let record = self.shared();
+                let _ = codec::headers_into(&record, &mut headers);
+                let mut response = Response::new(Body::from(record.slice(self.body_at..)));
                 *response.status_mut() = status;
                 *response.headers_mut() = headers;
                 response
@@ -270,12 +277,12 @@ impl StoredResponse {
     }
 }
 
-/// A replay's body: the record's last bytes, shared with the record rather than copied.
-struct BodyOf(StoredResponse);
+/// A record, as the owner of the [`Bytes`] a replay slices from it.
+struct Record(Arc<[u8]>);
 
-impl AsRef<[u8]> for BodyOf {
+impl AsRef<[u8]> for Record {
     fn as_ref(&self) -> &[u8] {
-        self.0.body().unwrap_or_default()
+        &self.0
     }
 }
 
