@@ -23,7 +23,11 @@
 # Usage: bench/run.sh [seconds per run, default 10] [rounds, default 3] [connections, default 32]
 # Environment: BENCH_PEERS=0 leaves the peers out; BENCH_CONFIGS (default "user global redis") the
 # configurations to run, in order; BENCH_PORT (default 3100) is the first of the ports the
-# servers listen on (five per configuration, the next configuration's ten above).
+# servers listen on (up to six per configuration, the next configuration's ten above).
+# BENCH_BASELINE, the release directory of another build of idem-bench (a worktree of an
+# earlier commit built with `cargo build --release -p idem-bench`), adds its
+# IdempotencyLayer as one more server, labelled BENCH_BASELINE_LABEL (default "baseline"): a
+# change measured against what it changed, in the same interleaved run.
 #
 # Each server is its own process with one tokio worker, pinned to core 0; wrk (one thread)
 # runs on core 1, so the two do not steal from each other. The scenarios are interleaved in
@@ -39,6 +43,12 @@ connections=${3:-32}
 base_port=${BENCH_PORT:-3100}
 with_peers=${BENCH_PEERS:-1}
 configs=${BENCH_CONFIGS:-user global redis}
+baseline=${BENCH_BASELINE:-}
+baseline_label=${BENCH_BASELINE_LABEL:-baseline}
+if [ -n "$baseline" ] && [ ! -x "$baseline/idem-bench" ]; then
+  echo "bench: BENCH_BASELINE=$baseline has no idem-bench; build it there first" >&2
+  exit 2
+fi
 
 for tool in wrk curl /usr/bin/time redis-server redis-cli; do
   if ! command -v "$tool" >/dev/null; then
@@ -104,6 +114,7 @@ servers=(
   "layer|idem \`IdempotencyLayer\`|target/release/idem-bench layer"
   "attribute|idem \`#[idempotent]\`|target/release/idem-bench attribute"
 )
+[ -z "$baseline" ] || servers+=("baseline|idem \`IdempotencyLayer\`, $baseline_label|$baseline/idem-bench layer")
 store_note=""
 if [ "$with_peers" != 0 ]; then
   servers+=("idempotent|\`idempotent\` $idempotent_version|target/release/idem-bench-peers idempotent")
