@@ -77,4 +77,19 @@ echo "| seconds | rows (estimate) | dead rows | autovacuum runs | table and inde
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 cat "$rows"
 echo
+# Flat or growing: the size over the run once two TTLs have passed (records expiring as fast as
+# they arrive), its first and last sample against its least and most.
+awk -F ' [|] ' -v from=$((2 * ttl)) '
+  { seconds = $1; sub(/^[|] /, "", seconds); size = $5 }
+  seconds + 0 >= from {
+    if (first == "") first = size
+    last = size
+    if (least == "" || size + 0 < least + 0) least = size
+    if (size + 0 > most + 0) most = size
+  }
+  END {
+    if (first == "") { print "The run ended before two TTLs passed: no steady state to judge."; exit }
+    printf "From %d s on (two TTLs), the table and its indexes took %s to %s MiB: %s MiB at the first sample, %s at the last.\n", from, least, most, first, last
+  }' "$rows"
+echo
 echo "Reproduce: bench/churn.sh $minutes $ttl $connections"
