@@ -480,6 +480,19 @@ async fn unreadable_records_are_corrupt_and_left_alone() {
         );
     }
 
+    // A record in a state this build does not know, whole otherwise: no completion writes
+    // over it.
+    let key = new_key();
+    let mut rest = 0f64.to_be_bytes().repeat(2);
+    rest.extend_from_slice(&[0; 8]);
+    let unknown = record(b'x', &fp.to_bytes(), token, &rest);
+    let () = side.set(store.redis_key(&key), &unknown).await.unwrap();
+    assert_corrupt(
+        store.complete(&key, token, &response(), MINUTE).await,
+        "completion of a record in an unknown state",
+    );
+    assert_eq!(stored(&mut side, &store.redis_key(&key)).await, unknown);
+
     // A completed record whose response does not decode: cut short, claiming 65,535 headers
     // (which once panicked the claim), or of an unknown format version.
     for response in [

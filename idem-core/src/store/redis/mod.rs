@@ -290,7 +290,16 @@ impl<C> RedisStore<C> {
     /// assert_eq!(store.redis_key(&key), format!("idem:{{{}}}", "ab".repeat(32)));
     /// ```
     pub fn redis_key(&self, key: &StoreKey) -> String {
-        format!("{}{{{}}}", self.prefix, key.to_hex())
+        // Written into one buffer of its final size: every store call names its key, and
+        // `format!` with `hex::encode` took an allocation more and a char at a time.
+        let mut hex = [0; 64];
+        hex::encode_to_slice(key.as_bytes(), &mut hex).expect("64 digits for 32 bytes");
+        let mut redis_key = String::with_capacity(self.prefix.len() + 66);
+        redis_key.push_str(&self.prefix);
+        redis_key.push('{');
+        redis_key.push_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"));
+        redis_key.push('}');
+        redis_key
     }
 }
 
