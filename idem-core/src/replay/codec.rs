@@ -38,12 +38,12 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 const VERSION: u8 = 1;
-pub(super) const BODY_KEPT: u8 = 0;
+const BODY_KEPT: u8 = 0;
 const BODY_OMITTED: u8 = 1;
 
 /// Where the header count sits, and where the headers begin.
 const COUNT_AT: usize = 4;
-pub(super) const HEADERS_AT: usize = 6;
+const HEADERS_AT: usize = 6;
 
 /// Records up to this length are encoded on the stack, then copied into their one allocation.
 const ON_THE_STACK: usize = 1024;
@@ -315,6 +315,11 @@ impl<'a> NamesSeen<'a> {
 pub(super) fn status(record: &[u8]) -> StatusCode {
     StatusCode::from_u16(u16::from_be_bytes([record[2], record[3]]))
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// Whether a record [`validate`] accepted keeps its body.
+pub(super) fn keeps_body(record: &[u8]) -> bool {
+    record[1] == BODY_KEPT
 }
 
 /// How many header values a record [`validate`] accepted holds.

@@ -170,7 +170,7 @@ impl StoredResponse {
 
     /// The body, or `None` when it was too large to keep.
     pub fn body(&self) -> Option<&[u8]> {
-        (self.record[1] == codec::BODY_KEPT).then(|| &self.record[self.body_at..])
+        codec::keeps_body(&self.record).then(|| &self.record[self.body_at..])
     }
 
     /// The heap this record occupies, in bytes, for stores bounded by bytes: the record's one
