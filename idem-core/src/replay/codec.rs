@@ -64,7 +64,8 @@ pub enum DecodeError {
     Malformed(&'static str),
 }
 
-/// A response that the record format cannot hold (see [`StoredResponse::encode`]).
+/// A response that the record format cannot hold (see
+/// [`StoredResponse::new`](super::StoredResponse::new)).
 ///
 /// Nothing about such a response is wrong for its client; it only cannot be stored for replay.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
