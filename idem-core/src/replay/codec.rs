@@ -251,9 +251,13 @@ pub(super) fn validate(bytes: &[u8]) -> Result<Layout, DecodeError> {
     }
     if count > VALUES_A_MAP_ALWAYS_TAKES {
         // Enough values that the names might be more than a map holds: build the map the
-        // replay would build, once, to find out.
-        headers_into(&Bytes::copy_from_slice(bytes), &mut HeaderMap::new())
-            .map_err(|_| DecodeError::Malformed("more header names than a header map holds"))?;
+        // replay would build, once, to find out (from a copy of the headers, not the body).
+        let headers_end = bytes.len() - reader.0.len();
+        headers_into(
+            &Bytes::copy_from_slice(&bytes[..headers_end]),
+            &mut HeaderMap::new(),
+        )
+        .map_err(|_| DecodeError::Malformed("more header names than a header map holds"))?;
     }
     let body_at = match kind {
         BODY_KEPT => {
