@@ -165,27 +165,67 @@ impl RedisCluster {
     }
 
     /// A manual failover of the replica on `port` (`CLUSTER FAILOVER`): its primary stops
-    /// writes until the replica has caught up, then the replica is promoted. Answers at once;
-    /// [`wait_for_primary`](Self::wait_for_primary) waits for the outcome.
-    pub async fn start_failover(&self, port: u16) {
+    /// writes until the replica has caught up, then the replica is promoted. Waits until the
+    /// cluster agrees.
+    ///
+    /// Redis gives a manual failover 5 s: the replica must reach exactly the replication
+    /// offset its primary announced when it paused, and win an election, in that time, or the
+    /// failover is abandoned (the replica logs "Manual failover timed out." and stays a
+    /// replica). Under load on a busy machine that happens now and then; an operator then asks
+    /// again, and so does this, each time the replica's log says it gave up.
+    pub async fn fail_over(&self, port: u16) {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        let mut abandoned = self.abandoned_failovers(port);
         self.ask(port, redis::cmd("CLUSTER").arg("FAILOVER"))
             .await
             .expect("the replica accepts the failover");
+        loop {
+            if self.is_primary(port).await && self.settled().await.is_ok() {
+                return;
+            }
+            let now_abandoned = self.abandoned_failovers(port);
+            if now_abandoned > abandoned {
+                abandoned = now_abandoned;
+                eprintln!("{port}: the manual failover timed out; asking again");
+                // Refused only if the replica became a primary since it was asked: the loop
+                // sees that next.
+                let _ = self.ask(port, redis::cmd("CLUSTER").arg("FAILOVER")).await;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{port} did not become a primary after {abandoned} abandoned manual failovers"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// How many manual failovers the node on `port` has abandoned, as its log says.
+    fn abandoned_failovers(&self, port: u16) -> usize {
+        let node = self
+            .nodes
+            .iter()
+            .find(|node| node.port() == port)
+            .expect("a node of this cluster");
+        node.log().matches("Manual failover timed out").count()
+    }
+
+    async fn is_primary(&self, port: u16) -> bool {
+        let role = self.ask(port, &redis::cmd("ROLE")).await;
+        matches!(&role, Ok(Value::Array(fields))
+            if matches!(fields.first(), Some(Value::BulkString(role)) if role == b"master"))
     }
 
     /// Waits until the node on `port` is a primary and the cluster has settled around it.
     pub async fn wait_for_primary(&self, port: u16) {
         let deadline = tokio::time::Instant::now() + SETTLE;
         loop {
-            let role = self.ask(port, &redis::cmd("ROLE")).await;
-            let primary = matches!(&role, Ok(Value::Array(fields))
-                if matches!(fields.first(), Some(Value::BulkString(role)) if role == b"master"));
-            if primary && self.settled().await.is_ok() {
+            if self.is_primary(port).await && self.settled().await.is_ok() {
                 return;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{port} did not become a primary: {role:?}"
+                "{port} did not become a primary: {:?}",
+                self.ask(port, &redis::cmd("ROLE")).await
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

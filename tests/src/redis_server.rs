@@ -176,6 +176,15 @@ impl RedisServer {
         self.restart().await;
     }
 
+    /// What the server has logged so far, across its restarts (empty before it logs).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("redis.log")
+    }
+
     /// The server's URL.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
@@ -192,6 +201,8 @@ impl RedisServer {
                 "no",
                 "--dir",
                 &self.dir.display().to_string(),
+                "--logfile",
+                &self.log_path().display().to_string(),
             ])
             .args(&self.persistence)
             .args(&self.extra)

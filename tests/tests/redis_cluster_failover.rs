@@ -83,8 +83,7 @@ async fn a_manual_failover_under_load_runs_no_key_twice() {
 
     let mut load = Load::start(&services, &ledger, 8, PATIENCE);
     load.progress(20).await;
-    cluster.start_failover(replica).await;
-    cluster.wait_for_primary(replica).await;
+    cluster.fail_over(replica).await;
     load.progress(20).await;
     let sent = load.stop().await;
 
