@@ -57,7 +57,7 @@ now() { date +%s.%N; }
 elapsed() { awk -v from="$1" -v to="$(now)" 'BEGIN { printf "%.1f", to - from }'; }
 
 # The fill: the ONE place in this script that names the table's columns (and writes the
-# record format), so that a change of the schema (idem-core/migrations/postgres) is adjusted
+# record format), so that a change of the schema (idem-postgres/migrations) is adjusted
 # here alone. It writes `count` completed records as PostgresStore leaves a payment of the
 # shop: a 32-byte key (SHA-256, as StoreKey), a fingerprint of tag byte 4 (JcsMembersSha256V1,
 # the shop's payments) and a digest, the holder's 16-byte lease token (completion keeps it),

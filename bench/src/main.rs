@@ -24,8 +24,8 @@
 
 use std::{process::ExitCode, time::Duration};
 
+use idem::{MemoryStore, redis::Durability, redis::RedisStore};
 use idem_bench::server::{Scoping, Server, bounded_store, roomy_store};
-use idem_core::{MemoryStore, RedisStore, store::redis::Durability};
 
 fn main() -> ExitCode {
     match run() {

@@ -10,7 +10,7 @@ use axum::{
     response::Response,
     routing::post,
 };
-use idem_core::{
+use idem::{
     Idempotency, IdempotencyLayer, MemoryStore, Policy, Principal, Scope, idempotent, store::Store,
 };
 
@@ -47,7 +47,7 @@ impl Server {
     ///
     /// ```
     /// use idem_bench::server::{Scoping, Server};
-    /// use idem_core::MemoryStore;
+    /// use idem::MemoryStore;
     ///
     /// let app: axum::Router = Server::Layer.router(Scoping::User, MemoryStore::default());
     /// # drop(app);

@@ -43,7 +43,7 @@
 //! It builds on reqwest and tokio's timer, and on `idem-protocol`, which it shares with the
 //! server: the key, its spellings and idem's Problem Details kinds, re-exported here
 //! ([`IdempotencyKey`], [`KeyForm`], [`ProblemKind`]). It does not depend on axum, on any store,
-//! or on the server runtime `idem-core`, which re-exports this crate as `idem_core::client`
+//! or on the server runtime `idem-core`, which re-exports this crate as `idem::client`
 //! under its feature `client`.
 //!
 //! # Keys

@@ -22,7 +22,7 @@ use axum::{
     routing::post,
 };
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use idem_core::{
+use idem::{
     Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope,
     fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode},
 };
@@ -36,7 +36,7 @@ async fn create_payment(Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     )
 }
 
-#[idem_core::idempotent(scope = "global")]
+#[idem::idempotent(scope = "global")]
 async fn create_payment_annotated(Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     create_payment(Json(body)).await
 }

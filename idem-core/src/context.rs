@@ -240,7 +240,7 @@ mod tests {
             Ok(())
         }
 
-        fn as_any_mut(&mut self) -> &mut (dyn Any + Send) {
+        fn connection(&mut self) -> &mut (dyn Any + Send) {
             self
         }
     }

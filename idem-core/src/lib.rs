@@ -1,19 +1,17 @@
-//! Idempotency keys for axum services: a retried POST runs once, and every retry gets the
-//! first result.
+//! The runtime of idem, idempotency keys for axum services: the flow every keyed request goes
+//! through, the [`Store`] trait and the rules a store keeps, the memory store, and the doors
+//! (the tower layer, the runtime behind `#[idempotent]`, message handlers, gRPC).
 //!
-//! A client that times out cannot know whether its request was processed. With an
-//! `Idempotency-Key` header it can simply send the request again: idem runs the handler for the
-//! first request with a key, stores its response, and answers every retry with that response
-//! (marked `Idempotent-Replayed: true`); a retry while the first is still running gets 409, a
-//! key reused with another body 422, and every error is RFC 9457 Problem Details.
-//!
-//! One attribute makes a handler idempotent; the runtime, installed once, holds the store:
+//! **A service depends on [`idem`](https://docs.rs/idem), the crate that re-exports this one
+//! with the attribute, the stores and a prelude.** This crate is for the authors of what
+//! extends idem: a store of their own implements [`Store`] (and proves it with the crate
+//! `idem-conformance`), exactly as the Redis and PostgreSQL stores (`idem-redis`,
+//! `idem-postgres`) do, with nothing but this crate's public API.
 //!
 //! ```
-//! use axum::{Extension, Json, Router, http::StatusCode, routing::post};
-//! use idem_core::{Idempotency, MemoryStore, idempotent};
+//! use axum::{Json, Router, http::StatusCode, routing::post};
+//! use idem::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
 //!
-//! #[idempotent(ttl = "24h", scope = "global")]
 //! async fn create_payment(Json(payment): Json<serde_json::Value>) -> (StatusCode, Json<serde_json::Value>) {
 //!     (StatusCode::CREATED, Json(payment))
 //! }
@@ -21,12 +19,9 @@
 //! let idem = Idempotency::new(MemoryStore::default());
 //! let app: Router = Router::new()
 //!     .route("/payments", post(create_payment))
-//!     .layer(Extension(idem));
+//!     .route_layer(IdempotencyLayer::new(idem, Policy::new().scope(Scope::Global)));
 //! # drop(app);
 //! ```
-//!
-//! Or a layer makes every POST and PATCH route of a router idempotent under one [`Policy`]:
-//! see [`IdempotencyLayer`].
 //!
 //! # What a replay checks
 //!
@@ -45,10 +40,11 @@
 //! - [`scope`]: whose key it is ([`Principal`], [`ResolvePrincipal`]) and the [`StoreKey`].
 //! - [`fingerprint`]: SHA-256 over the request, with RFC 8785 canonical JSON.
 //! - [`policy`]: TTL, lease, scope, conflicts, store failures, 5xx, body cap.
-//! - [`store`]: the [`Store`] trait and the rules a store keeps; [`MemoryStore`], and behind
-//!   features `RedisStore` and `PostgresStore`.
+//! - [`store`]: the [`Store`] trait and the rules a store keeps; [`MemoryStore`].
 //! - [`replay`]: what is stored and replayed; [`NoStore`] to opt a response out.
-//! - [`extract`]: what a replay checks; [`PureBody`] for a body extractor a replay may skip.
+//! - [`extract`]: what a replay checks; [`PureBody`] for a body extractor a replay may skip;
+//!   [`Tx`](extract::Tx), the request's database transaction.
+//! - [`steps`]: operations of several steps, each step run once per operation.
 //! - [`problem`]: the Problem Details answers and their `type` URIs.
 //! - [`layer`]: the tower layer, [`IdempotencyLayer`].
 //! - `grpc` (feature `grpc`): idempotent unary RPCs on tonic, a layer and `#[idempotent]`
@@ -59,24 +55,21 @@
 //!
 //! # Features
 //!
-//! | feature | default | what it adds |
-//! | --- | --- | --- |
-//! | `macros` | yes | `#[idempotent]` |
-//! | `redis` | | `RedisStore`, for several instances sharing one Redis |
-//! | `postgres` | | `PostgresStore`: durable records, completed in the handler's transaction |
-//! | `metrics` | | counters through the `metrics` facade |
-//! | `conformance` | | the store conformance suite, for authors of a `Store` |
-//! | `client` | | `idem_core::client`: the crate `idem-client`, a reqwest call that retries with one key per operation |
-//! | `nats` | | `message::nats`: message handlers on NATS JetStream pull consumers (async-nats) |
-//! | `amqp` | | `message::amqp`: message handlers on RabbitMQ queues (lapin) |
-//! | `grpc` | | `grpc`: idempotent unary RPCs on tonic, with `google.rpc` error details |
+//! | feature | what it adds |
+//! | --- | --- |
+//! | `metrics` | counters through the `metrics` facade |
+//! | `nats` | `message::nats`: message handlers on NATS JetStream pull consumers (async-nats) |
+//! | `amqp` | `message::amqp`: message handlers on RabbitMQ queues (lapin) |
+//! | `grpc` | `grpc`: idempotent unary RPCs on tonic, with `google.rpc` error details |
 //!
 //! # The contract
 //!
 //! What a user and a client can rely on (the key, its scope, the fingerprint, the flow, what
 //! is stored and replayed, the status codes, the stores, the seven test cases) is written down
-//! in `docs/contract.md`, section by section, each with a link to where `docs/design.md` or
-//! this crate explains how it is done.
+//! in [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), section
+//! by section, each with a link to where
+//! [docs/design.md](https://github.com/idem-rs/idem/blob/main/docs/design.md) or this crate
+//! explains how it is done.
 //!
 //! # Logs, metrics and spans
 //!
@@ -87,9 +80,10 @@
 //! `replayed`. With the feature `metrics`, through the `metrics` facade (install any
 //! recorder): `idem_requests_total{outcome, route}`, `idem_store_call_seconds{op}`, the
 //! memory store's early evictions and gauges, and a few counters of the stores.
-//! `docs/observability.md` lists every event with its level and fields, every metric with its
-//! labels and every span field, and tests keep it true. An operator looks a key up and removes
-//! it through [`Idempotency::look_up`] and [`Idempotency::remove`].
+//! [docs/observability.md](https://github.com/idem-rs/idem/blob/main/docs/observability.md)
+//! lists every event with its level and fields, every metric with its labels and every span
+//! field, and tests keep it true. An operator looks a key up and removes it through
+//! [`Idempotency::look_up`] and [`Idempotency::remove`].
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(hidden)]
@@ -115,15 +109,6 @@ pub mod scope;
 pub mod steps;
 pub mod store;
 
-/// The client side, for a service that also calls an idempotent API: the crate `idem-client`
-/// (feature `client`). A program that is only a client depends on `idem-client` alone.
-#[cfg(feature = "client")]
-#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-#[doc(inline)]
-pub use idem_client as client;
-#[cfg(feature = "macros")]
-#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
-pub use idem_macros::idempotent;
 /// The `Idempotency-Key` header: the key, its two spellings and how they are parsed (from the
 /// crate `idem-protocol`, which the client shares).
 #[doc(inline)]
@@ -141,10 +126,3 @@ pub use crate::{
     scope::{Principal, ResolvePrincipal, Scope, StoreKey},
     store::{MemoryStore, Store},
 };
-
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use crate::store::PostgresStore;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use crate::store::RedisStore;

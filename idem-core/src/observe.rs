@@ -189,8 +189,6 @@ pub(crate) enum StoreOp {
     Remove,
     Begin,
     CompleteInTransaction,
-    // Only the PostgreSQL store has transactions that record steps.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     RecordStepInTransaction,
     Commit,
     Rollback,

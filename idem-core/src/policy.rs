@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use idem_core::{OnConflict, Policy, Scope};
+//! use idem::{OnConflict, Policy, Scope};
 //!
 //! const PAYMENTS: Policy = Policy::new()
 //!     .ttl(Duration::from_secs(24 * 60 * 60))
@@ -247,7 +247,7 @@ impl Policy {
     /// Replaces a selection set before.
     ///
     /// ```
-    /// use idem_core::Policy;
+    /// use idem::Policy;
     ///
     /// const PAYMENTS: Policy = Policy::new().fingerprint_omit(&["/clientTimestamp", "/trace/id"]);
     /// assert!(PAYMENTS.validate().is_ok());
@@ -336,7 +336,7 @@ impl Policy {
     /// policy does not compile, and `IdempotencyLayer::new` refuses one.
     ///
     /// ```
-    /// use idem_core::{Policy, Scope, policy::PolicyError};
+    /// use idem::{Policy, Scope, policy::PolicyError};
     ///
     /// assert!(Policy::new().scope(Scope::Custom("tenant")).validate().is_ok());
     /// assert_eq!(

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use axum::response::IntoResponse;
-//! use idem_core::problem::{Problem, ProblemKind};
+//! use idem::problem::{Problem, ProblemKind};
 //!
 //! let problem = Problem::new(ProblemKind::KeyMissing, "this operation requires an Idempotency-Key header");
 //! let response = problem.into_response();
@@ -63,7 +63,7 @@ impl Problem {
     /// [`ProblemKind::type_uri`]'s default.
     ///
     /// ```
-    /// use idem_core::problem::{Problem, ProblemKind};
+    /// use idem::problem::{Problem, ProblemKind};
     ///
     /// let problem = Problem::new(ProblemKind::KeyReused, "a different body")
     ///     .with_type_base("https://api.example.com/problems#");

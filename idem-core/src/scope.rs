@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use axum::{extract::Request, middleware::Next, response::Response};
-//! use idem_core::Principal;
+//! use idem::Principal;
 //!
 //! async fn authenticate(mut request: Request, next: Next) -> Response {
 //!     // ... verify the caller, then tell idem whose keys this request uses:
@@ -95,7 +95,7 @@ impl fmt::Debug for Principal {
 ///
 /// ```
 /// use http::request::Parts;
-/// use idem_core::{Idempotency, MemoryStore, Principal, Scope};
+/// use idem::{Idempotency, MemoryStore, Principal, Scope};
 ///
 /// #[derive(Clone)]
 /// struct Tenant(String);

@@ -5,7 +5,7 @@ mod common;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use http::{HeaderMap, HeaderValue, Method, header::CONTENT_TYPE};
-use idem_core::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode, Members};
+use idem::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode, Members};
 use proptest::prelude::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -670,7 +670,7 @@ fn earlier_requests_do_not_leak_into_later_ones() {
 fn canonical_bytes(json: &str) -> Vec<u8> {
     let value: Value = serde_json::from_str(json).unwrap();
     let mut out = Vec::new();
-    idem_core::fingerprint::canonicalize_json(&value, &mut out);
+    idem::fingerprint::canonicalize_json(&value, &mut out);
     out
 }
 
@@ -841,7 +841,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let mut canonical = Vec::new();
-        idem_core::fingerprint::canonicalize_json(&value, &mut canonical);
+        idem::fingerprint::canonicalize_json(&value, &mut canonical);
         let expected = documented_digest(1, "POST", "/orders", &canonical);
         let mut respelled = String::new();
         write_respelled(&value, seed, &mut respelled);
@@ -890,7 +890,7 @@ proptest! {
     fn raw_mode_differs_from_json_mode(value in common::json_value()) {
         // Canonical bytes too: the algorithm tag is hashed, so equal bodies still differ.
         let mut canonical = Vec::new();
-        idem_core::fingerprint::canonicalize_json(&value, &mut canonical);
+        idem::fingerprint::canonicalize_json(&value, &mut canonical);
         for body in [serde_json::to_vec(&value).unwrap(), canonical] {
             let json_mode = json(&body);
             let raw_mode = post(Some("application/json"), &body, FingerprintMode::Raw);

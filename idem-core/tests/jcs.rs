@@ -3,7 +3,7 @@
 
 mod common;
 
-use idem_core::fingerprint::{canonicalize_json, canonicalize_json_bytes};
+use idem::fingerprint::{canonicalize_json, canonicalize_json_bytes};
 use proptest::prelude::*;
 use serde_json::Value;
 

@@ -5,7 +5,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{Router, body::Body, extract::Request, http::StatusCode, routing::post};
-use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
+use idem::{Idempotency, IdempotencyLayer, Policy, Scope};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::sync::Notify;
 use tower::ServiceExt;

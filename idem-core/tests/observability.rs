@@ -1,5 +1,5 @@
 //! docs/observability.md lists every event the crates log and every metric they emit: this
-//! reads the source of `idem-core` and `idem-client`, finds each `tracing` event and each
+//! reads the source of `idem-core`, `idem-client` and the stores, finds each `tracing` event and each
 //! `metrics` call, and compares them with the page's tables, both ways (a row names an event
 //! by its level and the start of its message). (The outcomes, the
 //! span's fields and the store calls are compared by `observe`'s own tests.)
@@ -44,7 +44,9 @@ fn every_source() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     sources(&root.join("src"), &mut files);
-    sources(&root.join("../idem-client/src"), &mut files);
+    for sibling in ["idem-client", "idem-redis", "idem-postgres"] {
+        sources(&root.join("..").join(sibling).join("src"), &mut files);
+    }
     files
 }
 

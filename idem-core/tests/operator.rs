@@ -9,7 +9,7 @@ use axum::{
     Extension, Json, Router, body::Body, extract::Request, http::StatusCode, routing::post,
 };
 use http::Method;
-use idem_core::{
+use idem::{
     Idempotency, IdempotencyKey, MemoryStore, RecordAddress, Scope, idempotent,
     steps::{StepError, Steps},
     store::{Held, RecordState},

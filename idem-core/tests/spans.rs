@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use axum::{Router, body::Body, extract::Request, http::StatusCode, routing::post};
-use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
+use idem::{Idempotency, IdempotencyLayer, Policy, Scope};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use tower::ServiceExt;

@@ -539,7 +539,7 @@ fn header_names(value: &Expr, about: About) -> syn::Result<HeaderNames> {
                 literal,
                 format!(
                     "`{name}` carries credentials, which are never kept: a resumed run is \
-                     authorized as its recorded principal (see `idem_core::steps::Resumption`)"
+                     authorized as its recorded principal (see `idem::steps::Resumption`)"
                 ),
             ));
         } else {

@@ -3,14 +3,14 @@
 //!
 //! ```text
 //! #[allow(non_upper_case_globals)]
-//! pub const create_payment: ::idem_core::__private::Idempotent<
-//!     fn(State<Db>, Json<New>) -> ::idem_core::__private::HandlerFuture<Payment>,
+//! pub const create_payment: ::idem::__private::Idempotent<
+//!     fn(State<Db>, Json<New>) -> ::idem::__private::HandlerFuture<Payment>,
 //! > = {
 //!     async fn create_payment(State(db): State<Db>, Json(new): Json<New>) -> Payment { .. }
-//!     ::idem_core::__private::Idempotent::new(
-//!         ::idem_core::__private::Policy::new().ttl(..),
-//!         |__idem_arg0, __idem_arg1| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
-//!         || ::idem_core::__private::LastArgument::<Json<New>>::NEW.runs_on_replay(),
+//!     ::idem::__private::Idempotent::new(
+//!         ::idem::__private::Policy::new().ttl(..),
+//!         |__idem_arg0, __idem_arg1| ::idem::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+//!         || ::idem::__private::LastArgument::<Json<New>>::NEW.runs_on_replay(),
 //!     )
 //! };
 //! ```
@@ -95,7 +95,7 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
         Some(_) => format_ident!("MessageHandler"),
         None => format_ident!("Idempotent"),
     };
-    let handler_type = quote!(::idem_core::__private::#kind<fn(#(#types),*) -> #future>);
+    let handler_type = quote!(::idem::__private::#kind<fn(#(#types),*) -> #future>);
     let arguments = (0..types.len())
         .map(|index| format_ident!("__idem_arg{index}"))
         .collect::<Vec<_>>();
@@ -116,13 +116,13 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
             #key
             #policy,
             |#(#arguments),*| #call,
-            || ::idem_core::__private::LastArgument::<#last>::NEW.runs_on_replay(),
+            || ::idem::__private::LastArgument::<#last>::NEW.runs_on_replay(),
         },
     );
     handler.into_constant(handler_type, constructor)
 }
 
-/// `::idem_core::__private::#kind::new(#arguments)` (`Idempotent` or `MessageHandler`),
+/// `::idem::__private::#kind::new(#arguments)` (`Idempotent` or `MessageHandler`),
 /// located on the attribute's arguments.
 ///
 /// `Idempotent::new` is a `const fn` that panics when `Policy::validate` refuses the policy,
@@ -138,10 +138,10 @@ pub(crate) fn constructor_call(
     arguments: TokenStream,
 ) -> TokenStream {
     let Some(Extent { first, last }) = extent else {
-        return quote!(::idem_core::__private::#kind::new(#arguments));
+        return quote!(::idem::__private::#kind::new(#arguments));
     };
     let at = |span: Span| Span::call_site().located_at(span);
-    let path = quote_spanned!(at(first)=> ::idem_core::__private::#kind::new);
+    let path = quote_spanned!(at(first)=> ::idem::__private::#kind::new);
     let mut parenthesized = Group::new(Delimiter::Parenthesis, arguments);
     parenthesized.set_span(at(last));
     quote!(#path #parenthesized)
@@ -213,7 +213,7 @@ impl Handler {
         };
         let boxed = output.boxing(span);
         quote_spanned! {span=>
-            ::idem_core::__private::#boxed(#path(#(#arguments),*))
+            ::idem::__private::#boxed(#path(#(#arguments),*))
         }
     }
 
@@ -275,8 +275,8 @@ impl Output {
     /// `HandlerFuture<O>`, the boxed future of the original function.
     fn future(&self) -> TokenStream {
         match self {
-            Self::Named(output) => quote!(::idem_core::__private::HandlerFuture<#output>),
-            Self::Opaque => quote!(::idem_core::__private::HandlerFuture),
+            Self::Named(output) => quote!(::idem::__private::HandlerFuture<#output>),
+            Self::Opaque => quote!(::idem::__private::HandlerFuture),
         }
     }
 

@@ -10,10 +10,10 @@
 //!
 //! ```text
 //! fn create_payment<'life0, 'async_trait>(&'life0 self, request: Request<M>) -> Pin<Box<..>> .. {
-//!     const __IDEM_METHOD: ::idem_core::__private::grpc::Method =
-//!         ::idem_core::__private::grpc::Method::new(::idem_core::__private::Policy::new()..);
+//!     const __IDEM_METHOD: ::idem::__private::grpc::Method =
+//!         ::idem::__private::grpc::Method::new(::idem::__private::Policy::new()..);
 //!     let __idem_service = ::core::clone::Clone::clone(self);
-//!     ::std::boxed::Box::pin(::idem_core::__private::grpc::unary(
+//!     ::std::boxed::Box::pin(::idem::__private::grpc::unary(
 //!         &__IDEM_METHOD,
 //!         ::core::option::Option::Some::<fn(&M) -> &str>(|__idem_message| &__idem_message.request_id),
 //!         request,
@@ -217,9 +217,9 @@ fn generate(args: &Args, parts: Parts, mut function: ItemFn) -> TokenStream {
     let method = constructor_call(&quote!(grpc::Method), args.extent, policy);
     let body = quote! {
         {
-            const __IDEM_METHOD: ::idem_core::__private::grpc::Method = #method;
+            const __IDEM_METHOD: ::idem::__private::grpc::Method = #method;
             #own
-            ::std::boxed::Box::pin(::idem_core::__private::grpc::unary(
+            ::std::boxed::Box::pin(::idem::__private::grpc::unary(
                 &__IDEM_METHOD,
                 #key,
                 #request,

@@ -1,6 +1,6 @@
 //! `#[idempotent]`: makes one axum handler idempotent under the `Idempotency-Key` header.
 //!
-//! Use it through `idem-core`, which re-exports it as `idem_core::idempotent` (feature
+//! Use it through `idem-core`, which re-exports it as `idem::idempotent` (feature
 //! `macros`, on by default); its arguments and behaviour are documented on the attribute,
 //! [`idempotent`]. The macro only describes the handler's policy; the runtime in
 //! `idem-core` does the work.
@@ -23,7 +23,7 @@ use proc_macro::TokenStream;
 ///
 /// ```
 /// use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
-/// use idem_core::{Idempotency, MemoryStore, idempotent};
+/// use idem::{Idempotency, MemoryStore, idempotent};
 /// use serde_json::{Value, json};
 /// use tower::ServiceExt;
 ///
@@ -90,7 +90,7 @@ use proc_macro::TokenStream;
 /// neither `user` nor `global`. Its principal comes from the runtime's `ResolvePrincipal`.
 /// A JSON Pointer of `fingerprint_omit` or `fingerprint_only` starts with `/` and writes `~`
 /// as `~0`; none is given twice or inside another, and neither goes with `fingerprint =
-/// "raw"` (`idem_core::fingerprint::members` says what a selection risks).
+/// "raw"` (`idem::fingerprint::members` says what a selection risks).
 ///
 /// These rules are `Policy::validate`'s, which the layer applies too: a handler whose policy
 /// breaks one does not compile, and the error (`evaluation panicked: invalid idempotency
@@ -101,15 +101,15 @@ use proc_macro::TokenStream;
 ///
 /// With `key = header("Nats-Msg-Id")` (a header of the message: AMQP `message-id` too) or
 /// `key = json("/order_id")` (a member of its JSON payload, by JSON Pointer), the handler is a
-/// message handler: a constant of type `idem_core::message::MessageHandler`, which a
-/// `idem_core::message::Runner` drives over a JetStream consumer or a RabbitMQ queue. Its
+/// message handler: a constant of type `idem::message::MessageHandler`, which a
+/// `idem::message::Runner` drives over a JetStream consumer or a RabbitMQ queue. Its
 /// arguments are axum extractors as above, the payload's last; the same key with another
 /// payload is a poison message. Its keys belong to its stream (or queue) and consumer, so
 /// `scope` does not apply and is refused; every other argument does.
 ///
 /// ```
 /// use axum::{Json, extract::State};
-/// use idem_core::{idempotent, message::{MessageError, MessageKey}};
+/// use idem::{idempotent, message::{MessageError, MessageKey}};
 ///
 /// #[derive(Clone)]
 /// struct Db;
@@ -129,7 +129,7 @@ use proc_macro::TokenStream;
 /// # drop(service);
 /// ```
 ///
-/// The runner, the brokers and what happens to each message are in `idem_core::message` and
+/// The runner, the brokers and what happens to each message are in `idem::message` and
 /// [`docs/messages.md`].
 ///
 /// [`docs/messages.md`]: https://github.com/idem-rs/idem/blob/main/docs/messages.md
@@ -145,7 +145,7 @@ use proc_macro::TokenStream;
 ///   the body the runtime has already buffered: a custom `FromRequest` that checks a
 ///   signature over the body is such a **guard**, with no annotation. Its rejection is
 ///   answered as it is; nothing is claimed or stored;
-/// - unless its type implements `idem_core::PureBody`, as axum's `Json`, `Form`, `RawForm`,
+/// - unless its type implements `idem::PureBody`, as axum's `Json`, `Form`, `RawForm`,
 ///   `Bytes`, `String` and `Body` do: such an extractor only parses the body, which the
 ///   fingerprint has already compared, so it runs after the claim and a replay skips it. Its
 ///   rejection (bad JSON) releases the key: the client can fix the body and retry the same
@@ -153,7 +153,7 @@ use proc_macro::TokenStream;
 ///
 /// Checks written inside the handler's body cannot run again, since a replay does not run the
 /// handler: put each check that decides who may have the result in an extractor. The module
-/// `idem_core::extract` has a signed webhook as its example.
+/// `idem::extract` has a signed webhook as its example.
 ///
 /// # Calling it in a test
 ///
@@ -163,7 +163,7 @@ use proc_macro::TokenStream;
 ///
 /// ```
 /// # use axum::{Json, http::StatusCode};
-/// # use idem_core::idempotent;
+/// # use idem::idempotent;
 /// # #[idempotent(scope = "global")]
 /// # async fn create_transfer(Json(transfer): Json<serde_json::Value>) -> (StatusCode, String) {
 /// #     (StatusCode::CREATED, transfer.to_string())
@@ -182,7 +182,7 @@ use proc_macro::TokenStream;
 /// # What it expands to
 ///
 /// The handler becomes a constant of type
-/// `idem_core::__private::Idempotent<fn(T1, .., Tn) -> HandlerFuture<Output>>`, which
+/// `idem::__private::Idempotent<fn(T1, .., Tn) -> HandlerFuture<Output>>`, which
 /// implements axum's `Handler`: the route names it as before (`post(create_payment)`), and
 /// axum checks the extractors against the router's state where the route is added. The
 /// constant dereferences to its `fn` pointer, which is why it can be called. The original
@@ -190,16 +190,16 @@ use proc_macro::TokenStream;
 ///
 /// ```text
 /// #[allow(non_upper_case_globals)]
-/// const create_payment: ::idem_core::__private::Idempotent<
-///     fn(State<Db>, Json<Value>) -> ::idem_core::__private::HandlerFuture<(StatusCode, Json<Value>)>,
+/// const create_payment: ::idem::__private::Idempotent<
+///     fn(State<Db>, Json<Value>) -> ::idem::__private::HandlerFuture<(StatusCode, Json<Value>)>,
 /// > = {
 ///     async fn create_payment(State(_db): State<Db>, Json(request): Json<Value>) -> ... { ... }
-///     ::idem_core::__private::Idempotent::new(
-///         ::idem_core::__private::Policy::new()
-///             .ttl(::idem_core::__private::Duration::from_secs(86400))
-///             .scope(::idem_core::__private::Scope::Global),
-///         |__idem_arg0, __idem_arg1| ::idem_core::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
-///         || ::idem_core::__private::LastArgument::<Json<Value>>::NEW.runs_on_replay(),
+///     ::idem::__private::Idempotent::new(
+///         ::idem::__private::Policy::new()
+///             .ttl(::idem::__private::Duration::from_secs(86400))
+///             .scope(::idem::__private::Scope::Global),
+///         |__idem_arg0, __idem_arg1| ::idem::__private::boxed(create_payment(__idem_arg0, __idem_arg1)),
+///         || ::idem::__private::LastArgument::<Json<Value>>::NEW.runs_on_replay(),
 ///     )
 /// };
 /// ```
@@ -217,7 +217,7 @@ use proc_macro::TokenStream;
 ///
 /// # Installing the runtime
 ///
-/// An annotated handler finds the runtime, `idem_core::Idempotency`, as a request extension:
+/// An annotated handler finds the runtime, `idem::Idempotency`, as a request extension:
 /// add `.layer(axum::Extension(idem))` to the router, after the routes it covers. Without it
 /// the handler answers 500 Problem Details (`misconfigured`) and logs an error.
 ///
@@ -225,7 +225,7 @@ use proc_macro::TokenStream;
 ///
 /// With `scope = "user"` (the default), a key belongs to the request's principal, and a
 /// request without one is answered 401 Problem Details. By default the principal is the
-/// `idem_core::Principal` request extension, inserted by the application's authentication:
+/// `idem::Principal` request extension, inserted by the application's authentication:
 ///
 /// - a middleware, before the handler runs;
 /// - or an extractor among the handler's arguments: the principal is read once every
@@ -234,7 +234,7 @@ use proc_macro::TokenStream;
 ///
 /// ```
 /// use axum::{extract::FromRequestParts, http::{StatusCode, request::Parts}, Json};
-/// use idem_core::{Principal, idempotent};
+/// use idem::{Principal, idempotent};
 ///
 /// struct User(String);
 ///

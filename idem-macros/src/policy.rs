@@ -2,9 +2,9 @@
 //! argument the user gave, so that the defaults live in `Policy::new()` only.
 //!
 //! ```text
-//! ::idem_core::__private::Policy::new()
-//!     .ttl(::idem_core::__private::Duration::from_secs(86400))
-//!     .scope(::idem_core::__private::Scope::User)
+//! ::idem::__private::Policy::new()
+//!     .ttl(::idem::__private::Duration::from_secs(86400))
+//!     .scope(::idem::__private::Scope::User)
 //! ```
 //!
 //! Each setter is spanned on the value the user wrote.
@@ -51,7 +51,7 @@ pub(crate) fn policy(args: &Args) -> TokenStream {
         resume_setter(resume_after),
         setter::<kw::keep_headers>(keep_headers),
     ];
-    quote!(::idem_core::__private::Policy::new() #(#setters)*)
+    quote!(::idem::__private::Policy::new() #(#setters)*)
 }
 
 /// `MessageKey::Header("Nats-Msg-Id")` or `MessageKey::Json("/id")`, spanned on the value.
@@ -59,10 +59,10 @@ pub(crate) fn message_key(key: &Given<MessageKey>) -> TokenStream {
     let span = key.span;
     match &key.value {
         MessageKey::Header(name) => {
-            quote_spanned!(span=> ::idem_core::__private::MessageKey::Header(#name))
+            quote_spanned!(span=> ::idem::__private::MessageKey::Header(#name))
         }
         MessageKey::Json(pointer) => {
-            quote_spanned!(span=> ::idem_core::__private::MessageKey::Json(#pointer))
+            quote_spanned!(span=> ::idem::__private::MessageKey::Json(#pointer))
         }
         MessageKey::Field(_) => quote_spanned!(span=> ::core::compile_error!(
             "`field(..)` keys a gRPC method of a service's trait impl; a message handler's key is `header(..)` or `json(..)`"
@@ -128,17 +128,17 @@ impl Expression for Millis {
         let constructor = format_ident!("{constructor}", span = span);
         let mut amount = proc_macro2::Literal::u64_unsuffixed(amount);
         amount.set_span(span);
-        quote_spanned!(span=> ::idem_core::__private::Duration::#constructor(#amount))
+        quote_spanned!(span=> ::idem::__private::Duration::#constructor(#amount))
     }
 }
 
 impl Expression for Scope {
     fn expression(&self, span: Span) -> TokenStream {
         match self {
-            Self::User => quote_spanned!(span=> ::idem_core::__private::Scope::User),
-            Self::Global => quote_spanned!(span=> ::idem_core::__private::Scope::Global),
+            Self::User => quote_spanned!(span=> ::idem::__private::Scope::User),
+            Self::Global => quote_spanned!(span=> ::idem::__private::Scope::Global),
             Self::Custom(name) => {
-                quote_spanned!(span=> ::idem_core::__private::Scope::Custom(#name))
+                quote_spanned!(span=> ::idem::__private::Scope::Custom(#name))
             }
         }
     }
@@ -147,10 +147,10 @@ impl Expression for Scope {
 impl Expression for OnConflict {
     fn expression(&self, span: Span) -> TokenStream {
         match self {
-            Self::Reject => quote_spanned!(span=> ::idem_core::__private::OnConflict::Reject),
+            Self::Reject => quote_spanned!(span=> ::idem::__private::OnConflict::Reject),
             Self::Wait(wait) => {
                 let wait = wait.expression(span);
-                quote_spanned!(span=> ::idem_core::__private::OnConflict::Wait(#wait))
+                quote_spanned!(span=> ::idem::__private::OnConflict::Wait(#wait))
             }
         }
     }
@@ -164,8 +164,8 @@ impl Expression for HeaderNames {
         let names = self.0.iter();
         let count = proc_macro2::Literal::usize_unsuffixed(self.0.len());
         quote_spanned!(span=> {
-            static __IDEM_KEEP_HEADERS: [::idem_core::__private::HeaderName; #count] =
-                [#(::idem_core::__private::HeaderName::from_static(#names)),*];
+            static __IDEM_KEEP_HEADERS: [::idem::__private::HeaderName; #count] =
+                [#(::idem::__private::HeaderName::from_static(#names)),*];
             &__IDEM_KEEP_HEADERS
         })
     }
@@ -183,7 +183,7 @@ impl Expression for Choice {
     fn expression(&self, span: Span) -> TokenStream {
         let enum_name = format_ident!("{}", self.enum_name, span = span);
         let variant = format_ident!("{}", self.variant, span = span);
-        quote_spanned!(span=> ::idem_core::__private::#enum_name::#variant)
+        quote_spanned!(span=> ::idem::__private::#enum_name::#variant)
     }
 }
 
@@ -199,7 +199,7 @@ mod tests {
         let args = args::parse(quote!()).unwrap();
         assert_eq!(
             policy(&args).to_string(),
-            quote!(::idem_core::__private::Policy::new()).to_string()
+            quote!(::idem::__private::Policy::new()).to_string()
         );
     }
 
@@ -213,13 +213,13 @@ mod tests {
         ))
         .unwrap();
         let expected = quote! {
-            ::idem_core::__private::Policy::new()
-                .ttl(::idem_core::__private::Duration::from_secs(3600))
-                .scope(::idem_core::__private::Scope::Custom("tenant"))
-                .on_conflict(::idem_core::__private::OnConflict::Wait(
-                    ::idem_core::__private::Duration::from_millis(1500)
+            ::idem::__private::Policy::new()
+                .ttl(::idem::__private::Duration::from_secs(3600))
+                .scope(::idem::__private::Scope::Custom("tenant"))
+                .on_conflict(::idem::__private::OnConflict::Wait(
+                    ::idem::__private::Duration::from_millis(1500)
                 ))
-                .key_syntax(::idem_core::__private::KeySyntax::Strict)
+                .key_syntax(::idem::__private::KeySyntax::Strict)
         };
         assert_eq!(policy(&args).to_string(), expected.to_string());
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::http::HeaderName;
 
-use idem_core::{
+use idem::{
     KeySyntax, OnConflict, OnStoreError, Policy, Scope, fingerprint::FingerprintMode, idempotent,
 };
 

@@ -1,6 +1,6 @@
 //! The Problem Details vocabulary of idem (RFC 9457): the kinds of error an idem server
 //! answers, each with a stable `type` URI, a fixed `title` and a status code. A server builds
-//! its answers from these (`idem_core::problem::Problem`); a client recognises them
+//! its answers from these (`idem::problem::Problem`); a client recognises them
 //! (`idem_client::ProblemDetails`).
 //!
 //! ```
@@ -15,7 +15,7 @@
 //! A `type` URI is a base and the kind's slug: by default the relative reference
 //! `/problems/idempotency#<slug>` ([`DEFAULT_TYPE_BASE`]), which a reader resolves against the
 //! URL of the request that was refused, to the page a service serves at [`CATALOGUE_PATH`]
-//! (`idem_core::problem::catalogue`): the catalogue below, one section per slug. A service
+//! (`idem::problem::catalogue`): the catalogue below, one section per slug. A service
 //! whose API documentation lives elsewhere sets a base of its own instead, an absolute URI
 //! ending in `#` or `/` (`IdempotencyBuilder::problem_type_base` in `idem-core`).
 //!

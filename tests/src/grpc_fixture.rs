@@ -6,7 +6,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use idem_core::Idempotency;
+use idem::Idempotency;
 use shop::{
     Backend, Settings, Shop,
     grpc::proto::{
@@ -169,7 +169,7 @@ pub fn refusal(status: &Status, code: Code, reason: &str) -> Option<Duration> {
         .error_info()
         .unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
     assert_eq!(info.reason, reason);
-    assert_eq!(info.domain, idem_core::problem::GRPC_ERROR_DOMAIN);
+    assert_eq!(info.domain, idem::problem::GRPC_ERROR_DOMAIN);
     let slug = reason.to_lowercase().replace('_', "-");
     assert!(
         info.metadata["type"].ends_with(&format!("#{slug}")),

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use axum::{Json, Router, extract::State};
-//! use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
+//! use idem::{Idempotency, IdempotencyLayer, Policy, Scope};
 //! use idem_tests::inprocess::{Counter, post_to, send};
 //! use serde_json::Value;
 //!
@@ -46,10 +46,8 @@ use axum::{
     middleware::Next,
     response::Response,
 };
-use idem_core::{
-    MemoryStore, Principal,
-    store::conformance::{Call, Fault, FaultyStore},
-};
+use idem::{MemoryStore, Principal};
+use idem_conformance::{Call, Fault, FaultyStore};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 

@@ -17,7 +17,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     routing::post,
 };
-use idem_core::{Idempotency, IdempotencyLayer, Policy};
+use idem::{Idempotency, IdempotencyLayer, Policy};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 

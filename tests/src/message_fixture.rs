@@ -8,7 +8,7 @@ use std::{
 };
 
 use axum::{Json, extract::State};
-use idem_core::{
+use idem::{
     idempotent,
     message::{MessageError, RunnerStats},
 };
@@ -173,13 +173,13 @@ pub struct Running {
     /// Its counters.
     pub stats: RunnerStats,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), idem_core::message::RunnerError>>,
+    task: tokio::task::JoinHandle<Result<(), idem::message::RunnerError>>,
 }
 
 impl Running {
     /// Runs `runner` over `source`.
-    pub fn start<S: idem_core::message::MessageSource>(
-        runner: idem_core::message::Runner,
+    pub fn start<S: idem::message::MessageSource>(
+        runner: idem::message::Runner,
         source: S,
     ) -> Self {
         let stats = runner.stats();
@@ -195,7 +195,7 @@ impl Running {
     }
 
     /// Stops it gracefully and answers how its run ended.
-    pub async fn stop(mut self) -> Result<(), idem_core::message::RunnerError> {
+    pub async fn stop(mut self) -> Result<(), idem::message::RunnerError> {
         let _ = self.stop.take().expect("stopped once").send(());
         tokio::time::timeout(Duration::from_secs(30), &mut self.task)
             .await
@@ -204,7 +204,7 @@ impl Running {
     }
 
     /// How its run ended, when it ended on its own (a refusal at start-up).
-    pub async fn ended(mut self) -> Result<(), idem_core::message::RunnerError> {
+    pub async fn ended(mut self) -> Result<(), idem::message::RunnerError> {
         tokio::time::timeout(Duration::from_secs(30), &mut self.task)
             .await
             .expect("the runner ends")
@@ -227,13 +227,13 @@ pub struct Rows(pub std::sync::Arc<str>);
 #[idempotent(key = json("/id"), lease = "2s", ttl = "1h")]
 pub async fn write_row(
     State(Rows(table)): State<Rows>,
-    mut tx: idem_core::extract::Tx,
+    mut tx: idem::extract::Tx,
     Json(event): Json<Event>,
 ) -> Result<(), MessageError> {
     let insert = format!("INSERT INTO {table} (id) VALUES ($1)");
     sqlx::query(sqlx::AssertSqlSafe(insert))
         .bind(&event.id)
-        .execute(tx.conn().await?)
+        .execute(tx.conn::<sqlx::PgConnection>().await?)
         .await?;
     Ok(())
 }
@@ -276,7 +276,7 @@ pub struct Held<D> {
     hold_ack: bool,
 }
 
-impl<S: idem_core::message::MessageSource> idem_core::message::MessageSource for Watched<S> {
+impl<S: idem::message::MessageSource> idem::message::MessageSource for Watched<S> {
     type Delivery = Held<S::Delivery>;
 
     fn route(&self) -> String {
@@ -285,13 +285,13 @@ impl<S: idem_core::message::MessageSource> idem_core::message::MessageSource for
 
     async fn check(
         &mut self,
-        needs: idem_core::message::Requirements,
-    ) -> Result<(), idem_core::message::CheckError> {
+        needs: idem::message::Requirements,
+    ) -> Result<(), idem::message::CheckError> {
         self.source.check(needs).await
     }
 
-    async fn next(&mut self) -> Option<Result<Held<S::Delivery>, idem_core::message::BrokerError>> {
-        use idem_core::message::Delivery as _;
+    async fn next(&mut self) -> Option<Result<Held<S::Delivery>, idem::message::BrokerError>> {
+        use idem::message::Delivery as _;
         let delivery = self.source.next().await?;
         Some(delivery.map(|delivery| {
             self.attempts.lock().unwrap().push(delivery.attempt());
@@ -303,7 +303,7 @@ impl<S: idem_core::message::MessageSource> idem_core::message::MessageSource for
     }
 }
 
-impl<D: idem_core::message::Delivery> idem_core::message::Delivery for Held<D> {
+impl<D: idem::message::Delivery> idem::message::Delivery for Held<D> {
     fn headers(&self) -> http::HeaderMap {
         self.delivery.headers()
     }
@@ -316,7 +316,7 @@ impl<D: idem_core::message::Delivery> idem_core::message::Delivery for Held<D> {
         self.delivery.attempt()
     }
 
-    async fn ack(self) -> Result<(), idem_core::message::BrokerError> {
+    async fn ack(self) -> Result<(), idem::message::BrokerError> {
         if !self.hold_ack {
             return self.delivery.ack().await;
         }
@@ -325,15 +325,15 @@ impl<D: idem_core::message::Delivery> idem_core::message::Delivery for Held<D> {
         std::future::pending().await
     }
 
-    async fn redeliver(self, delay: Duration) -> Result<(), idem_core::message::BrokerError> {
+    async fn redeliver(self, delay: Duration) -> Result<(), idem::message::BrokerError> {
         self.delivery.redeliver(delay).await
     }
 
-    async fn end(self, reason: &str) -> Result<(), idem_core::message::BrokerError> {
+    async fn end(self, reason: &str) -> Result<(), idem::message::BrokerError> {
         self.delivery.end(reason).await
     }
 
-    async fn in_progress(&self) -> Result<(), idem_core::message::BrokerError> {
+    async fn in_progress(&self) -> Result<(), idem::message::BrokerError> {
         self.delivery.in_progress().await
     }
 }

@@ -24,7 +24,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope, extract::Tx, store::PostgresStore};
+use idem::{Idempotency, IdempotencyLayer, Policy, Scope, extract::Tx, postgres::PostgresStore};
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, PgPool, postgres::PgConnectOptions};
 use tokio::{
@@ -230,7 +230,7 @@ pub async fn create_payment(
         .unwrap()
         .pop_front()
         .unwrap_or(Step::Succeed);
-    let conn = match tx.conn().await {
+    let conn = match tx.conn::<sqlx::PgConnection>().await {
         Ok(conn) => conn,
         Err(error) => return error.into_response(),
     };
@@ -261,7 +261,7 @@ pub async fn create_payment(
         }
         Step::Hold(duration) => tokio::time::sleep(duration).await,
         Step::FailAtCommit => {
-            let conn = match tx.conn().await {
+            let conn = match tx.conn::<sqlx::PgConnection>().await {
                 Ok(conn) => conn,
                 Err(error) => return error.into_response(),
             };
@@ -279,7 +279,7 @@ pub async fn create_payment(
                 "INSERT INTO {} (id, amount, execution) VALUES ($1, 0, 0)",
                 shop.payments
             );
-            let conn = match tx.conn().await {
+            let conn = match tx.conn::<sqlx::PgConnection>().await {
                 Ok(conn) => conn,
                 Err(error) => return error.into_response(),
             };

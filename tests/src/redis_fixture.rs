@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use idem_core::{RedisStore, store::redis::RedisStoreBuilder};
+use idem::redis::{RedisStore, RedisStoreBuilder};
 use redis::aio::ConnectionManager;
 
 /// The variable that names the Redis the tests use. CI sets it; without it they are skipped.
@@ -55,9 +55,9 @@ pub const RESPONSE_AT: usize = 59;
 pub async fn damage(
     side: &mut (impl redis::aio::ConnectionLike + Send),
     record: String,
-    damage: idem_core::store::conformance::Corruption,
+    damage: idem_conformance::Corruption,
 ) {
-    use idem_core::store::conformance::Corruption;
+    use idem_conformance::Corruption;
     let mut stored: Vec<u8> = redis::cmd("GET")
         .arg(&record)
         .query_async(side)

@@ -9,7 +9,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use axum::Router;
 use hmac::{Hmac, KeyInit, Mac};
-use idem_core::Idempotency;
+use idem::Idempotency;
 use reqwest::RequestBuilder;
 use serde_json::{Value, json};
 use sha2::Sha256;

@@ -15,7 +15,7 @@ use axum::{
     middleware,
     routing::post,
 };
-use idem_core::{Idempotency, MemoryStore, Principal, PureBody, Scope, idempotent};
+use idem::{Idempotency, MemoryStore, Principal, PureBody, Scope, idempotent};
 use idem_tests::inprocess::{Counter, authenticate, post_to, send, unreachable, with_header};
 use serde_json::{Value, json};
 

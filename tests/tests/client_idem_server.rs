@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use axum::{Extension, Json, Router, http::StatusCode, routing::post};
+use idem::{Idempotency, MemoryStore, idempotent};
 use idem_client::{IdempotencyKey, KeyForm, RetryPolicy};
-use idem_core::{Idempotency, MemoryStore, idempotent};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 

@@ -12,7 +12,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use idem_core::{Idempotency, MemoryStore, Policy, grpc::GrpcIdempotencyLayer};
+use idem::{Idempotency, MemoryStore, Policy, grpc::GrpcIdempotencyLayer};
 use idem_tests::{
     gate::Gate,
     grpc_fixture::{authorize, create, pay, raw_call, refusal, replayed},
@@ -374,7 +374,7 @@ async fn sixty_four_calls_at_once_run_once() {
 mod arc_receiver {
     use std::sync::Arc;
 
-    use idem_core::idempotent;
+    use idem::idempotent;
     use shop::grpc::proto::{CreatePaymentRequest, Payment};
     use tonic::{Request, Response, Status};
 

@@ -15,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use idem_core::{Idempotency, MemoryStore, Policy, grpc::GrpcIdempotencyLayer};
+use idem::{Idempotency, MemoryStore, Policy, grpc::GrpcIdempotencyLayer};
 use idem_tests::{grpc_fixture::GrpcShop, shop_fixture::settings};
 use shop::{
     Backend, Settings,

@@ -21,12 +21,11 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::{
+use idem::{
     Idempotency, IdempotencyContext, IdempotencyLayer, MemoryStore, NoStore, OnConflict,
-    OnStoreError, Policy, Scope,
-    fingerprint::FingerprintMode,
-    store::conformance::{Call, Fault, FaultyStore},
+    OnStoreError, Policy, Scope, fingerprint::FingerprintMode,
 };
+use idem_conformance::{Call, Fault, FaultyStore};
 use idem_tests::inprocess::{Counter, authenticate, hanging, post_to, send, unreachable};
 use serde_json::{Value, json};
 
@@ -463,7 +462,7 @@ async fn keys_are_checked_before_anything_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn strict_syntax_refuses_bare_keys() {
     let counter = Counter::default();
-    let policy = global().key_syntax(idem_core::KeySyntax::Strict);
+    let policy = global().key_syntax(idem::KeySyntax::Strict);
     let app = app(&Idempotency::default(), policy, &counter);
     let answer = send(&app, request(Some("bare"), BODY)).await;
     answer.refusal(StatusCode::BAD_REQUEST, "key-malformed");

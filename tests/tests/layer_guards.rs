@@ -22,7 +22,7 @@ use axum::{
     routing::post,
 };
 use hmac::{Hmac, KeyInit, Mac};
-use idem_core::{Idempotency, IdempotencyLayer, Policy, Principal, Scope};
+use idem::{Idempotency, IdempotencyLayer, Policy, Principal, Scope};
 use idem_tests::{Answer, Served};
 use serde_json::{Value, json};
 use sha2::Sha256;

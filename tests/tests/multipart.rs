@@ -17,7 +17,7 @@ use axum::{
     routing::post,
 };
 use bytes::Bytes;
-use idem_core::{
+use idem::{
     Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope,
     fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode},
 };

@@ -20,7 +20,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope, extract::Tx, store::PostgresStore};
+use idem::{Idempotency, IdempotencyLayer, Policy, Scope, extract::Tx, postgres::PostgresStore};
 use idem_tests::{Answer, Served, eventually, gate::Gate, postgres_server::PostgresServer};
 use serde_json::{Value, json};
 
@@ -71,7 +71,7 @@ async fn pay_in_transaction(
 ) -> Response {
     let execution = handler.run().await;
     let id = format!("pay_{:016x}", rand::random::<u64>());
-    let connection = match tx.conn().await {
+    let connection = match tx.conn::<sqlx::PgConnection>().await {
         Ok(connection) => connection,
         Err(error) => return error.into_response(),
     };

@@ -11,7 +11,7 @@ use std::{
 };
 
 use axum::{Extension, Json, Router, extract::State, response::Response, routing::post};
-use idem_core::{Idempotency, extract::Tx, idempotent, store::PostgresStore};
+use idem::{Idempotency, extract::Tx, idempotent, postgres::PostgresStore};
 use idem_tests::{
     Answer, key, postgres_fixture,
     postgres_fixture::{

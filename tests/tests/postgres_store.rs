@@ -1,64 +1,23 @@
-//! `PostgresStore` against a real PostgreSQL: the store conformance suite, the claim under
+//! `PostgresStore` against a real PostgreSQL: the claim under
 //! concurrent transactions, the migration, the table name rules and the sweeper. Skipped,
 //! with a note, when `IDEM_TEST_DATABASE_URL` is unset.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use axum::{
     body::Bytes,
     http::{HeaderMap, Method, StatusCode},
 };
-use idem_core::store::conformance::{Corruption, StoreUnderTest, fingerprint, new_key};
-use idem_core::{
-    IdempotencyKey, StoreKey,
-    fingerprint::Fingerprint,
-    replay::StoredResponse,
-    store::{
-        Claim, ClaimOutcome, LeaseToken, PostgresStore, Store, StoreError,
-        postgres::{SweepPace, TableName, TableNameError, migration_files, migration_sql},
-        steps::{KeptRequest, RecordedStep, Resumable},
-    },
+use idem::{
+    IdempotencyKey, StoreKey, fingerprint::Fingerprint, postgres::PostgresStore,
+    postgres::SweepPace, postgres::TableName, postgres::TableNameError, postgres::migration_files,
+    postgres::migration_sql, replay::StoredResponse, store::Claim, store::ClaimOutcome,
+    store::LeaseToken, store::Store, store::StoreError, store::steps::KeptRequest,
+    store::steps::RecordedStep, store::steps::Resumable,
 };
+use idem_conformance::{fingerprint, new_key};
 use idem_tests::postgres_fixture::{admin_pool, count, database_url, drop_table, fresh_store};
 use sqlx::{AssertSqlSafe, PgPool};
-
-async fn conformance_store() -> Option<StoreUnderTest> {
-    let url = database_url("a conformance test")?;
-    let store = fresh_store(&url).await;
-    let (pool, table) = (store.pool().clone(), store.table().clone());
-    Some(
-        StoreUnderTest::new(Arc::new(store)).corrupt(move |key, damage| {
-            let (pool, table) = (pool.clone(), table.clone());
-            Box::pin(async move {
-                let key = key.as_bytes().to_vec();
-                let update = |column: &str| {
-                    AssertSqlSafe(format!("UPDATE {table} SET {column} = $1 WHERE key = $2"))
-                };
-                let done = match damage {
-                    Corruption::Response(bytes) => {
-                        sqlx::query(update("response")).bind(bytes).bind(key)
-                    }
-                    Corruption::FormatVersion(version) => sqlx::query(update("response_format"))
-                        .bind(i16::try_from(version).unwrap())
-                        .bind(key),
-                    other => panic!("unknown corruption {other:?}"),
-                }
-                .execute(&pool)
-                .await
-                .unwrap();
-                assert_eq!(done.rows_affected(), 1);
-            })
-        }),
-    )
-}
-
-idem_core::store_conformance_tests!(
-    conformance_store(),
-    #[cfg_attr(not(idem_test_postgres), ignore = "IDEM_TEST_DATABASE_URL is not set")]
-);
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -281,9 +240,9 @@ async fn replays_and_conflicts_do_not_wait_for_row_locks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_migration_file_and_function_are_the_same() {
     let files = [
-        include_str!("../../idem-core/migrations/postgres/001_idempotency_records.sql"),
-        include_str!("../../idem-core/migrations/postgres/002_steps.sql"),
-        include_str!("../../idem-core/migrations/postgres/003_autovacuum.sql"),
+        include_str!("../../idem-postgres/migrations/001_idempotency_records.sql"),
+        include_str!("../../idem-postgres/migrations/002_steps.sql"),
+        include_str!("../../idem-postgres/migrations/003_autovacuum.sql"),
     ];
     assert_eq!(migration_files(&TableName::default()), files);
     assert_eq!(migration_sql(&TableName::default()), files.concat());

@@ -2,7 +2,7 @@
 //! URL of the refused request, as RFC 9457 says to resolve a relative `type`, and opens it,
 //! finds the page the shop serves and, on it, the section of that kind of problem.
 
-use idem_core::problem::{CATALOGUE_PATH, PROBLEM_JSON};
+use idem::problem::{CATALOGUE_PATH, PROBLEM_JSON};
 use idem_tests::{
     Answer, key,
     shop_fixture::{TestShop, payment, settings, user},

@@ -14,13 +14,8 @@ use std::{future::Future, sync::Arc, time::Duration};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use idem_core::{
-    replay::StoredResponse,
-    store::{
-        Claim, LeaseToken, Store,
-        conformance::{fingerprint, new_key},
-    },
-};
+use idem::{replay::StoredResponse, store::Claim, store::LeaseToken, store::Store};
+use idem_conformance::{fingerprint, new_key};
 use idem_tests::{
     postgres_fixture::{admin_pool, database_url, drop_table, fresh_store},
     redis_fixture::{connect, redis_url},
@@ -80,7 +75,7 @@ const SHAPES: [Shape; 2] = [
 async fn fill<S, F, Fut>(store: Arc<S>, n: usize, shape: fn(u64) -> StoredResponse, written: F)
 where
     S: Store + 'static,
-    F: Fn(idem_core::StoreKey) -> Fut,
+    F: Fn(idem::StoreKey) -> Fut,
     Fut: Future<Output = ()>,
 {
     let fp = fingerprint(r#"{"amount":9800,"currency":"JPY"}"#);

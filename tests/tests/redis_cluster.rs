@@ -15,14 +15,8 @@ use std::{
 };
 
 use axum::http::StatusCode;
-use idem_core::{
-    Idempotency, Policy, RedisStore, Scope,
-    store::{
-        Store,
-        conformance::{self, StoreUnderTest},
-        redis::Durability,
-    },
-};
+use idem::{Idempotency, Policy, Scope, redis::Durability, redis::RedisStore, store::Store};
+use idem_conformance::{self, StoreUnderTest};
 use idem_tests::{
     inprocess::{post_to, send},
     key,
@@ -94,9 +88,9 @@ async fn the_conformance_rules_hold_on_a_six_node_cluster() {
     let Some(cluster) = cluster().await else {
         return;
     };
-    conformance::every_rule(under_test(&cluster, Durability::Async).await).await;
+    idem_conformance::every_rule(under_test(&cluster, Durability::Async).await).await;
     let waiting = under_test(&cluster, Durability::replicas(1, WAIT)).await;
-    conformance::every_rule(waiting.clone()).await;
+    idem_conformance::every_rule(waiting.clone()).await;
 
     for seed in cluster.seeds() {
         let port = seed.rsplit(':').next().unwrap().parse().unwrap();
@@ -105,7 +99,7 @@ async fn the_conformance_rules_hold_on_a_six_node_cluster() {
             .await
             .unwrap();
     }
-    conformance::a_completed_key_replays_the_exact_response(waiting).await;
+    idem_conformance::a_completed_key_replays_the_exact_response(waiting).await;
 }
 
 /// 1,000 requests with one key, then 200 keys with 20 duplicates each, all at once: one

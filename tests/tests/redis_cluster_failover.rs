@@ -13,8 +13,8 @@
 use std::{sync::Arc, time::Duration};
 
 use axum::http::{Method, StatusCode};
-use idem_core::{
-    Idempotency, IdempotencyKey, Policy, RedisStore, Scope, StoreKey, store::redis::Durability,
+use idem::{
+    Idempotency, IdempotencyKey, Policy, Scope, StoreKey, redis::Durability, redis::RedisStore,
 };
 use idem_tests::{
     key,

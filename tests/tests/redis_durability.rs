@@ -12,9 +12,9 @@
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
-use idem_core::{
-    Idempotency, IdempotencyKey, OnStoreError, Policy, RedisStore, Scope, StoreKey,
-    store::redis::Durability,
+use idem::{
+    Idempotency, IdempotencyKey, OnStoreError, Policy, Scope, StoreKey, redis::Durability,
+    redis::RedisStore,
 };
 use idem_tests::{
     eventually, key,

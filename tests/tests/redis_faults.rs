@@ -14,7 +14,7 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
-use idem_core::{Idempotency, IdempotencyLayer, OnStoreError, Policy, Scope};
+use idem::{Idempotency, IdempotencyLayer, OnStoreError, Policy, Scope};
 use idem_tests::redis_server::RedisServer;
 use idem_tests::{Served, redis_fixture::redis_url};
 use serde_json::{Value, json};

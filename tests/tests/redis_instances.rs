@@ -13,7 +13,7 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
-use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
+use idem::{Idempotency, IdempotencyLayer, Policy, Scope};
 use idem_tests::{Served, redis_fixture::redis_url};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -54,7 +54,7 @@ async fn create_slow_payment(
 
 /// One instance: its own Redis connection and runtime, on its own port.
 async fn instance(url: &str, prefix: &str, shared: Shared) -> Served {
-    let store = idem_core::RedisStore::builder()
+    let store = idem::redis::RedisStore::builder()
         .prefix(prefix)
         .unwrap()
         .connect(url)

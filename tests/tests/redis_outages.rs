@@ -12,7 +12,7 @@ use std::{
 };
 
 use axum::http::StatusCode;
-use idem_core::{Idempotency, Policy, RedisStore, Scope};
+use idem::{Idempotency, Policy, Scope, redis::RedisStore};
 use idem_tests::ledger::{Ledger, LedgerService};
 use idem_tests::redis_fixture::{fresh_prefix, redis_url};
 use idem_tests::{Answer, eventually, key, redis_server::RedisServer};

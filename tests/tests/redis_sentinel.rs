@@ -13,13 +13,11 @@
 use std::{sync::Arc, time::Duration};
 
 use axum::http::{Method, StatusCode};
-use idem_core::{
-    Idempotency, IdempotencyKey, Policy, RedisStore, Scope, StoreKey,
-    store::{
-        conformance::{self, StoreUnderTest},
-        redis::{Durability, SentinelConnection},
-    },
+use idem::{
+    Idempotency, IdempotencyKey, Policy, Scope, StoreKey, redis::Durability, redis::RedisStore,
+    redis::SentinelConnection,
 };
+use idem_conformance::{self, StoreUnderTest};
 use idem_tests::{
     key,
     ledger::{Ledger, LedgerService, Load},
@@ -89,7 +87,7 @@ async fn the_conformance_rules_hold_through_sentinel() {
         store.connection().primary_address(),
         Some(format!("127.0.0.1:{}", group.primary().await))
     );
-    conformance::every_rule(StoreUnderTest::new(Arc::new(store))).await;
+    idem_conformance::every_rule(StoreUnderTest::new(Arc::new(store))).await;
 }
 
 /// Sentinel promotes a replica on demand while requests run. The old primary keeps answering

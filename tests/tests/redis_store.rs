@@ -1,46 +1,21 @@
-//! [`RedisStore`] against a real Redis: the store conformance suite, the number of round
+//! [`RedisStore`] against a real Redis: the number of round
 //! trips of each operation, the record layout on the server, and records it cannot read.
 //!
 //! Needs `IDEM_TEST_REDIS_URL` (CI sets `redis://127.0.0.1:6379`); skipped without it.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderMap, Method, StatusCode};
-use idem_core::store::conformance::{StoreUnderTest, fingerprint, new_key};
-use idem_core::{
-    RedisStore, StoreKey,
-    fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode},
-    replay::StoredResponse,
-    store::{Claim, ClaimOutcome, LeaseToken, Store, StoreError},
+use idem::{
+    StoreKey, fingerprint::Fingerprint, fingerprint::FingerprintAlgorithm,
+    fingerprint::FingerprintMode, redis::RedisStore, replay::StoredResponse, store::Claim,
+    store::ClaimOutcome, store::LeaseToken, store::Store, store::StoreError,
 };
+use idem_conformance::{fingerprint, new_key};
 use idem_tests::redis_fixture::redis_url;
 use redis::{AsyncCommands, aio::MultiplexedConnection};
-
-async fn fresh_store() -> Option<StoreUnderTest> {
-    let url = redis_url()?;
-    let store = idem_tests::redis_fixture::connect(&url).await;
-    let side = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let keys = store.clone();
-    Some(
-        StoreUnderTest::new(Arc::new(store)).corrupt(move |key, damage| {
-            let (mut side, record) = (side.clone(), keys.redis_key(&key));
-            Box::pin(async move {
-                idem_tests::redis_fixture::damage(&mut side, record, damage).await;
-            })
-        }),
-    )
-}
-
-idem_core::store_conformance_tests!(
-    fresh_store(),
-    #[cfg_attr(not(idem_test_redis), ignore = "IDEM_TEST_REDIS_URL is not set")]
-);
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -633,7 +608,7 @@ async fn recorded_steps_that_do_not_decode_are_a_store_error() {
         store.claim(claim(&key, &fp, token)).await.unwrap(),
         ClaimOutcome::Claimed
     );
-    let step = idem_core::store::steps::RecordedStep::new("bank", Bytes::from_static(b"{}"));
+    let step = idem::store::steps::RecordedStep::new("bank", Bytes::from_static(b"{}"));
     store.record_step(&key, token, 0, &step).await.unwrap();
     store.suspend(&key, token, None).await.unwrap();
     // The one step's bytes become two that no step decodes from (a step of version 7), in a

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use idem_core::store::PostgresStore;
+use idem::postgres::PostgresStore;
 use idem_tests::{
     Answer, eventually, key,
     shop_fixture::{TestShop, payment, settings, user},

@@ -12,7 +12,7 @@ use std::{
 };
 
 use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
-use idem_core::{Idempotency, MemoryStore, idempotent};
+use idem::{Idempotency, MemoryStore, idempotent};
 use idem_tests::{
     Answer, key,
     shop_fixture::{Api, Server, TestShop, honour_retry_after, payment, settings, transfer, user},

@@ -122,7 +122,7 @@ async fn every_case_passes_against_the_shop_on_postgres() {
     };
     let admin = idem_tests::postgres_fixture::admin_pool(&url).await;
     let records = idem_tests::postgres_fixture::fresh_name(&admin, "r").await;
-    let store = idem_core::store::PostgresStore::builder()
+    let store = idem::postgres::PostgresStore::builder()
         .table(&records)
         .unwrap()
         .connect(&url)

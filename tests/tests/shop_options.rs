@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use idem_core::{Idempotency, store::PostgresStore};
+use idem::{Idempotency, postgres::PostgresStore};
 use idem_tests::{
     Answer, key,
     shop_fixture::{Api, Server, TestShop, bank_signature, payment, settings, transfer, user},

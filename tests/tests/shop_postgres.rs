@@ -3,7 +3,7 @@
 //! restarted shop replays what it answered before. Skipped, saying so, when
 //! `IDEM_TEST_DATABASE_URL` is unset.
 
-use idem_core::store::PostgresStore;
+use idem::postgres::PostgresStore;
 use idem_tests::{
     Answer, key,
     shop_fixture::{Api, Server, TestShop, payment, settings, transfer, user},

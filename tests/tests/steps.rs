@@ -22,11 +22,11 @@ use axum::{
     http::{StatusCode, request::Parts},
     routing::post,
 };
-use idem_core::{
+use idem::{
     Idempotency, IdempotencyKey, MemoryStore, Principal, ResumeError, Store, idempotent,
-    steps::{Resumption, StepError, Steps},
-    store::conformance::FaultyStore,
+    steps::Resumption, steps::StepError, steps::Steps,
 };
+use idem_conformance::FaultyStore;
 use idem_tests::{Answer, Served, eventually, key, postgres_fixture, redis_fixture};
 use serde_json::{Value, json};
 
@@ -592,49 +592,49 @@ struct Stepless(MemoryStore);
 impl Store for Stepless {
     async fn claim(
         &self,
-        claim: idem_core::store::Claim<'_>,
-    ) -> Result<idem_core::store::ClaimOutcome, idem_core::store::StoreError> {
+        claim: idem::store::Claim<'_>,
+    ) -> Result<idem::store::ClaimOutcome, idem::store::StoreError> {
         self.0.claim(claim).await
     }
 
     async fn complete(
         &self,
-        key: &idem_core::StoreKey,
-        token: idem_core::store::LeaseToken,
-        response: &idem_core::replay::StoredResponse,
+        key: &idem::StoreKey,
+        token: idem::store::LeaseToken,
+        response: &idem::replay::StoredResponse,
         ttl: Duration,
-    ) -> Result<(), idem_core::store::StoreError> {
+    ) -> Result<(), idem::store::StoreError> {
         self.0.complete(key, token, response, ttl).await
     }
 
     async fn release(
         &self,
-        key: &idem_core::StoreKey,
-        token: idem_core::store::LeaseToken,
-    ) -> Result<(), idem_core::store::StoreError> {
+        key: &idem::StoreKey,
+        token: idem::store::LeaseToken,
+    ) -> Result<(), idem::store::StoreError> {
         self.0.release(key, token).await
     }
 
     async fn renew(
         &self,
-        key: &idem_core::StoreKey,
-        token: idem_core::store::LeaseToken,
+        key: &idem::StoreKey,
+        token: idem::store::LeaseToken,
         lease: Duration,
-    ) -> Result<(), idem_core::store::StoreError> {
+    ) -> Result<(), idem::store::StoreError> {
         self.0.renew(key, token, lease).await
     }
 
     async fn look_up(
         &self,
-        key: &idem_core::StoreKey,
-    ) -> Result<Option<idem_core::store::Held>, idem_core::store::StoreError> {
+        key: &idem::StoreKey,
+    ) -> Result<Option<idem::store::Held>, idem::store::StoreError> {
         self.0.look_up(key).await
     }
 
     async fn remove(
         &self,
-        key: &idem_core::StoreKey,
-    ) -> Result<Option<idem_core::store::RecordState>, idem_core::store::StoreError> {
+        key: &idem::StoreKey,
+    ) -> Result<Option<idem::store::RecordState>, idem::store::StoreError> {
         self.0.remove(key).await
     }
 }
@@ -656,8 +656,8 @@ async fn a_store_that_keeps_no_steps_says_so() {
 async fn a_step_whose_record_the_store_did_not_take_runs_again_under_its_key() {
     let store = FaultyStore::new(MemoryStore::default());
     store.inject(
-        idem_core::store::conformance::Call::RecordStep,
-        idem_core::store::conformance::Fault::Fail,
+        idem_conformance::Call::RecordStep,
+        idem_conformance::Fault::Fail,
         Some(1),
     );
     let service = Service::on(Arc::new(store)).await;

@@ -13,10 +13,8 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
-use idem_core::{
-    Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope,
-    store::conformance::{Call, Fault, FaultyStore},
-};
+use idem::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
+use idem_conformance::{Call, Fault, FaultyStore};
 use idem_tests::{Answer, Served, eventually, key};
 use serde_json::{Value, json};
 
@@ -62,7 +60,7 @@ impl Service {
     }
 
     async fn with(
-        configure: impl FnOnce(idem_core::IdempotencyBuilder) -> idem_core::IdempotencyBuilder,
+        configure: impl FnOnce(idem::IdempotencyBuilder) -> idem::IdempotencyBuilder,
     ) -> Self {
         let store = FaultyStore::new(MemoryStore::default());
         let idem = configure(Idempotency::builder(store.clone())).build();

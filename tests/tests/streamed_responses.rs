@@ -22,7 +22,7 @@ use axum::{
     routing::post,
 };
 use futures_util::stream;
-use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
+use idem::{Idempotency, IdempotencyLayer, Policy, Scope};
 use idem_tests::{Answer, Served, eventually};
 use reqwest::StatusCode;
 use tokio::sync::Semaphore;

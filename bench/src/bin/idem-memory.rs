@@ -22,7 +22,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
+use idem::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tower::ServiceExt;
 

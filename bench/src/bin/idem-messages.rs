@@ -23,7 +23,7 @@ use std::{
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer, stream};
 use axum::{Json, extract::State};
 use futures_util::StreamExt;
-use idem_core::{
+use idem::{
     Idempotency, MemoryStore, idempotent,
     message::{Runner, nats::JetStream},
 };

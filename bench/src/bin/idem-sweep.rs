@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use idem_core::store::{PostgresStore, postgres::SweepPace};
+use idem::{postgres::PostgresStore, postgres::SweepPace};
 use tokio::signal::unix::{SignalKind, signal};
 
 const USAGE: &str = "usage: idem-sweep DATABASE_URL BUSY [BATCH [TABLE]]";

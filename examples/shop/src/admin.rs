@@ -26,7 +26,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use idem_core::{
+use idem::{
     Idempotency, IdempotencyKey, Principal, ProblemKind, RecordAddress, Scope,
     store::{Held, StoreError},
 };
@@ -179,7 +179,7 @@ fn nothing_held() -> Response {
 /// The store failed: 503, as idem answers a request when its store is down.
 fn store_failed(error: &StoreError) -> Response {
     tracing::warn!(%error, "the admin API could not reach the idempotency store");
-    let mut response = idem_core::Problem::new(
+    let mut response = idem::Problem::new(
         ProblemKind::StoreUnavailable,
         "the idempotency store did not answer; try again",
     )

@@ -3,7 +3,7 @@
 //! **This is not authentication.** The token *is* the user id, unchecked, so that a
 //! newcomer can be `alice` or `bob` with curl. A real service verifies a signed token or a
 //! session here; what matters for idempotency is only what this module does with the result:
-//! it inserts [`idem_core::Principal`], the documented hook through which the runtime scopes
+//! it inserts [`idem::Principal`], the documented hook through which the runtime scopes
 //! keys to a user (`#[idempotent(scope = "user")]`).
 //!
 //! A user id is 1 to 64 characters of `[A-Za-z0-9_-]`. A missing or malformed header is
@@ -17,7 +17,7 @@ use axum::{
     extract::FromRequestParts,
     http::{HeaderMap, header, request::Parts},
 };
-use idem_core::{Principal, steps::Resumption};
+use idem::{Principal, steps::Resumption};
 
 use crate::problem::{ShopProblem, ShopProblemKind};
 

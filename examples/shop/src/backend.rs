@@ -18,9 +18,11 @@
 
 use std::{fmt, str::FromStr, sync::Arc, time::Duration};
 
-use idem_core::{
-    Idempotency, IdempotencyBuilder, MemoryStore, RedisStore,
-    store::{PostgresStore, Store, StoreError, postgres::SweeperHandle, redis::Durability},
+use idem::{
+    Idempotency, IdempotencyBuilder, MemoryStore,
+    postgres::{PostgresStore, SweeperHandle},
+    redis::{Durability, RedisStore},
+    store::{Store, StoreError},
 };
 
 use crate::ledger::{Ledger, PostgresLedger};

@@ -8,7 +8,7 @@
 
 use std::{net::SocketAddr, process::ExitCode, time::Duration};
 
-use idem_core::{Idempotency, MemoryStore};
+use idem::{Idempotency, MemoryStore};
 
 use crate::{Settings, bank_service};
 

@@ -32,7 +32,7 @@ use axum::{
     http::{StatusCode, request::Parts},
     routing::post,
 };
-use idem_core::{Idempotency, IdempotencyKey, KeySyntax, MemoryStore, idempotent};
+use idem::{Idempotency, IdempotencyKey, KeySyntax, MemoryStore, idempotent};
 use serde::{Deserialize, Serialize};
 use tokio::{net::TcpListener, task::JoinHandle};
 use utoipa::ToSchema;

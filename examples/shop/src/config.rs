@@ -25,7 +25,7 @@
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
-use idem_core::store::redis::Durability;
+use idem::redis::Durability;
 
 use crate::{ConnectionLimits, Settings, admin::AdminToken, backend::StoreChoice};
 

@@ -11,9 +11,7 @@
 
 use std::future::Future;
 
-use idem_core::{
-    Idempotency, Policy, Principal, extract::Tx, grpc::GrpcIdempotencyLayer, idempotent,
-};
+use idem::{Idempotency, Policy, Principal, extract::Tx, grpc::GrpcIdempotencyLayer, idempotent};
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status, transport::server::TcpIncoming};
 

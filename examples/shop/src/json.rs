@@ -13,7 +13,7 @@
 //! claimed for the request): the client fixes the body and sends it again with the same
 //! `Idempotency-Key`, as the seed article advises.
 //!
-//! [`ValidJson`] implements [`idem_core::PureBody`]: its verdict depends on nothing but the
+//! [`ValidJson`] implements [`idem::PureBody`]: its verdict depends on nothing but the
 //! body and its `Content-Type`, so a replay, whose body the fingerprint has already found
 //! equal to the first request's, skips parsing it. Authentication is not its job: it is the
 //! shop's middleware's, which runs before every request.
@@ -23,7 +23,7 @@ use axum::{
     extract::{FromRequest, Request},
     http::{HeaderMap, StatusCode, header},
 };
-use idem_core::{Problem, ProblemKind};
+use idem::{Problem, ProblemKind};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use serde_path_to_error::Segment;
@@ -41,7 +41,7 @@ mod words;
 pub struct ValidJson<T>(pub T);
 
 /// Parsing and validating a body reads the body alone; a replay skips it.
-impl<T> idem_core::PureBody for ValidJson<T> {}
+impl<T> idem::PureBody for ValidJson<T> {}
 
 /// The rules a request body must keep beyond its types: ranges, formats. They see the
 /// value alone, never the request or the state: a replay skips them (see [`ValidJson`]).

@@ -51,7 +51,7 @@ use axum::{
     middleware,
     routing::{get, post},
 };
-use idem_core::{Idempotency, MemoryStore};
+use idem::{Idempotency, MemoryStore};
 
 use crate::{
     auth::User,
@@ -256,10 +256,7 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/openapi.json", get(openapi::openapi_json))
         // Where the `type` of idem's Problem Details leads: what each refusal means.
-        .route(
-            idem_core::problem::CATALOGUE_PATH,
-            get(idem_core::problem::catalogue),
-        )
+        .route(idem::problem::CATALOGUE_PATH, get(idem::problem::catalogue))
         // Where the `type` of the shop's own Problem Details leads.
         .route(problem::CATALOGUE_PATH, get(problem::catalogue));
     // The recorder is the process's, installed before any request can count.

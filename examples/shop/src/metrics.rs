@@ -3,7 +3,7 @@
 //! idem emits through the `metrics` facade (its feature `metrics`); the shop installs the
 //! Prometheus recorder for the whole process the first time a router is built, and serves what
 //! it has gathered. Before each scrape it asks a memory store how full it is
-//! ([`MemoryStore::fill`](idem_core::MemoryStore::fill)), which sets idem's gauges and runs the cache's pending maintenance, so
+//! ([`MemoryStore::fill`](idem::MemoryStore::fill)), which sets idem's gauges and runs the cache's pending maintenance, so
 //! that `idem_memory_evicted_early_total` counts every record evicted so far. The shop's own
 //! series is `shop_payments_created_total`: payments made, which replays never count. The
 //! endpoint is open, like `/healthz`: it says how busy the shop is, never whose data it holds.

@@ -8,7 +8,7 @@ use axum::{
     extract::{FromRequestParts, Path, State},
     http::{StatusCode, header, request::Parts},
 };
-use idem_core::{extract::Tx, idempotent};
+use idem::{extract::Tx, idempotent};
 use serde::Deserialize;
 use utoipa::ToSchema;
 

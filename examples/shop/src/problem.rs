@@ -1,7 +1,7 @@
 //! The shop's own errors, as RFC 9457 Problem Details (`application/problem+json`).
 //!
 //! The idempotency runtime answers its own errors (a missing key, a conflict, a reused key)
-//! with [`idem_core::Problem`]; everything the shop itself refuses is a [`ShopProblem`], with
+//! with [`idem::Problem`]; everything the shop itself refuses is a [`ShopProblem`], with
 //! a `type` URI that leads to its section of the page the shop serves at [`CATALOGUE_PATH`],
 //! rendered from the "Problem types" section of the shop's README. Both have
 //! the members `type`, `title`, `status` and `detail`; a body that fails validation adds
@@ -14,7 +14,7 @@ use axum::{
     http::{HeaderValue, StatusCode, header},
     response::{Html, IntoResponse, Response},
 };
-use idem_core::problem::catalogue_page;
+use idem::problem::catalogue_page;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -358,11 +358,11 @@ pub enum ShopError {
     /// The ledger failed (503 or 500: the key is released, the request may be retried).
     Ledger(crate::ledger::LedgerError),
     /// A step of an operation of several steps did not give its output (a transfer's).
-    Step(idem_core::steps::StepError),
+    Step(idem::steps::StepError),
 }
 
-impl From<idem_core::steps::StepError> for ShopError {
-    fn from(error: idem_core::steps::StepError) -> Self {
+impl From<idem::steps::StepError> for ShopError {
+    fn from(error: idem::steps::StepError) -> Self {
         Self::Step(error)
     }
 }

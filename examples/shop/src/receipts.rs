@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::{Json, extract::State, http::StatusCode};
-use idem_core::{
+use idem::{
     Idempotency,
     extract::Tx,
     idempotent,

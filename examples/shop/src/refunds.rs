@@ -1,7 +1,7 @@
 //! `POST /payments/{id}/refunds`: gives (part of) a payment back, through the bank.
 
 use axum::{Json, extract::State, http::StatusCode};
-use idem_core::{extract::Tx, idempotent};
+use idem::{extract::Tx, idempotent};
 use serde::Deserialize;
 use utoipa::ToSchema;
 

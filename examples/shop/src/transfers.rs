@@ -11,7 +11,7 @@
 //! bank's transfer never goes without its ledger row.
 
 use axum::{Json, extract::State, http::StatusCode};
-use idem_core::{
+use idem::{
     idempotent,
     steps::{StepError, Steps},
 };

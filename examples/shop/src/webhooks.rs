@@ -10,7 +10,7 @@ use axum::{
     body::Bytes,
     extract::{FromRequest, Request, State},
 };
-use idem_core::{extract::Tx, idempotent};
+use idem::{extract::Tx, idempotent};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -54,7 +54,7 @@ impl Validate for BankEvent {
 /// It is what authenticates the bank, so it must run for every delivery, a redelivery of an
 /// event already applied included: a replay hands out the transfer, and must not hand it to
 /// whoever copied the event's key and body without the secret. It does not implement
-/// [`idem_core::PureBody`], so `#[idempotent]` runs it before the idempotency decision, on
+/// [`idem::PureBody`], so `#[idempotent]` runs it before the idempotency decision, on
 /// the body the runtime has buffered, for the first delivery and every retry alike. A
 /// forged, unsigned or broken delivery is refused here with 401 (or 400, 413, 415): the key
 /// is not claimed, nothing is stored, and no stored result is replayed to it.

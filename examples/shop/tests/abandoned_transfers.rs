@@ -16,7 +16,7 @@ use std::{
 };
 
 use axum::http::Method;
-use idem_core::{IdempotencyKey, Principal, Scope, StoreKey, steps::step_key};
+use idem::{IdempotencyKey, Principal, Scope, StoreKey, steps::step_key};
 use idem_tests::{free_port, key, postgres_server::PostgresServer, redis_server::RedisServer};
 use serde::Deserialize;
 use serde_json::{Value, json};

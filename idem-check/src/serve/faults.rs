@@ -12,7 +12,7 @@ use axum::{
     response::Response,
 };
 use http::{HeaderMap, Method, Uri};
-use idem_core::{
+use idem::{
     Principal,
     key::{IdempotencyKey, KeySyntax},
 };

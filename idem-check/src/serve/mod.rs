@@ -37,7 +37,7 @@ use axum::{
 };
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
-use idem_core::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
+use idem::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
@@ -114,10 +114,7 @@ pub fn app(options: ServeOptions) -> (Router, Idempotency, Runs) {
         .layer(middleware::from_fn(routes::authenticate))
         // Open to anyone, outside the layers: where the `type` of each Problem leads.
         .route(routes::CATALOGUE_PATH, get(routes::catalogue))
-        .route(
-            idem_core::problem::CATALOGUE_PATH,
-            get(idem_core::problem::catalogue),
-        )
+        .route(idem::problem::CATALOGUE_PATH, get(idem::problem::catalogue))
         .with_state(state);
     (router, idem, runs)
 }

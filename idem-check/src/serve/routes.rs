@@ -10,7 +10,7 @@ use axum::{
     middleware::Next,
     response::{Html, IntoResponse, Response},
 };
-use idem_core::{Principal, problem::catalogue_page};
+use idem::{Principal, problem::catalogue_page};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 

@@ -1,5 +1,5 @@
-//! The request-facing side of idempotency: what a replay checks ([`PureBody`]), and, with the
-//! feature `postgres`, the request's database transaction ([`Tx`]).
+//! The request-facing side of idempotency: what a replay checks ([`PureBody`]), and, on a store
+//! with transactions, the request's database transaction ([`Tx`]).
 //!
 //! # What a replay checks
 //!
@@ -39,7 +39,7 @@
 //!     extract::{FromRequest, Request},
 //!     http::StatusCode,
 //! };
-//! use idem_core::idempotent;
+//! use idem::idempotent;
 //!
 //! /// An event whose `Signature` header is the sender's signature of the body.
 //! struct SignedEvent(serde_json::Value);
@@ -98,11 +98,10 @@
 //! }
 //!
 //! // Its verdict depends on the body alone.
-//! impl idem_core::PureBody for Numbers {}
+//! impl idem::PureBody for Numbers {}
 //! ```
 
-#[cfg(feature = "postgres")]
-mod transaction;
+mod tx;
 
 use axum::{
     Form, Json,
@@ -111,9 +110,7 @@ use axum::{
 };
 use bytes::BytesMut;
 
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use self::transaction::{Tx, TxError, TxErrorKind};
+pub use self::tx::{Tx, TxError, TxErrorKind};
 
 /// A body extractor that only parses the request body: `#[idempotent]` skips it on a replay.
 ///
@@ -134,7 +131,7 @@ pub use self::transaction::{Tx, TxError, TxErrorKind};
 /// [`String`] and [`Body`], and for `Option<T>` and `Result<T, E>` of a pure `T`.
 ///
 /// ```
-/// use idem_core::PureBody;
+/// use idem::PureBody;
 ///
 /// struct Csv(Vec<String>);
 ///

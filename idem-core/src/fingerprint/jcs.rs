@@ -21,7 +21,7 @@ use serde_json::{Number, Value};
 /// [`canonicalize_json_bytes`] writes the same bytes straight from JSON text, without a `Value`.
 ///
 /// ```
-/// use idem_core::fingerprint::canonicalize_json;
+/// use idem::fingerprint::canonicalize_json;
 ///
 /// let value: serde_json::Value =
 ///     serde_json::from_str(r#"{ "b": [1.0, 2.50, 1e21], "a": "\u00e9\n" }"#).unwrap();
@@ -53,7 +53,7 @@ pub fn canonicalize_json(value: &Value, out: &mut Vec<u8>) {
 /// repeats.
 ///
 /// ```
-/// use idem_core::fingerprint::{canonicalize_json, canonicalize_json_bytes};
+/// use idem::fingerprint::{canonicalize_json, canonicalize_json_bytes};
 ///
 /// let json = br#"{ "b": [1.0, 2.50, 1e21], "a": "\u00e9\n" }"#;
 /// let mut out = b"canonical: ".to_vec();

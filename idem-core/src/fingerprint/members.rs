@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use http::{HeaderMap, Method, header};
-//! use idem_core::fingerprint::{Fingerprint, FingerprintMode, Members};
+//! use idem::fingerprint::{Fingerprint, FingerprintMode, Members};
 //!
 //! let mut headers = HeaderMap::new();
 //! headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
@@ -146,7 +146,7 @@ impl Members {
     /// another (see the [module docs](self#which-pointers-are-refused)).
     ///
     /// ```
-    /// use idem_core::fingerprint::{Members, MembersError};
+    /// use idem::fingerprint::{Members, MembersError};
     ///
     /// assert_eq!(Members::Omit(&["/clientTimestamp", "/trace/id"]).validate(), Ok(()));
     /// assert_eq!(

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use http::{header, HeaderMap, Method};
-//! use idem_core::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode};
+//! use idem::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode};
 //!
 //! let mut headers = HeaderMap::new();
 //! headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
@@ -238,7 +238,7 @@ impl FingerprintAlgorithm {
     /// `multipart-sha256-v1` or `jcs-members-sha256-v1`.
     ///
     /// ```
-    /// use idem_core::fingerprint::FingerprintAlgorithm;
+    /// use idem::fingerprint::FingerprintAlgorithm;
     ///
     /// assert_eq!(FingerprintAlgorithm::RawSha256V1.as_str(), "raw-sha256-v1");
     /// ```
@@ -295,7 +295,7 @@ impl Fingerprint {
     ///
     /// ```
     /// use http::{HeaderMap, Method};
-    /// use idem_core::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode};
+    /// use idem::fingerprint::{Fingerprint, FingerprintAlgorithm, FingerprintMode};
     ///
     /// // Without a JSON content type the body is hashed as bytes.
     /// let fingerprint = Fingerprint::compute(
@@ -408,7 +408,7 @@ impl Fingerprint {
     /// Decodes [`Fingerprint::to_bytes`]; `None` for an unknown tag or a wrong length.
     ///
     /// ```
-    /// use idem_core::fingerprint::Fingerprint;
+    /// use idem::fingerprint::Fingerprint;
     ///
     /// assert!(Fingerprint::from_bytes(&[2; 33]).is_some());
     /// assert!(Fingerprint::from_bytes(&[9; 33]).is_none());

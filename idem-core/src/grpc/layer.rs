@@ -19,7 +19,7 @@ use crate::{
 /// ```
 /// # #[derive(Clone, PartialEq, prost::Message)]
 /// # struct CreatePaymentRequest { #[prost(string, tag = "3")] request_id: String }
-/// impl idem_core::grpc::RequestId for CreatePaymentRequest {
+/// impl idem::grpc::RequestId for CreatePaymentRequest {
 ///     fn request_id(&self) -> &str {
 ///         &self.request_id
 ///     }
@@ -52,7 +52,7 @@ pub(crate) struct Config {
 /// one [`Policy`], and gives `#[idempotent]` methods their runtime.
 ///
 /// ```
-/// use idem_core::{Idempotency, MemoryStore, Policy, Scope, grpc::GrpcIdempotencyLayer};
+/// use idem::{Idempotency, MemoryStore, Policy, Scope, grpc::GrpcIdempotencyLayer};
 ///
 /// let idem = Idempotency::new(MemoryStore::default());
 /// let layer = GrpcIdempotencyLayer::new(idem, Policy::new().scope(Scope::Global))

@@ -6,7 +6,7 @@
 //! service's trait impl (the layer is still what gives it its runtime):
 //!
 //! ```
-//! use idem_core::{Idempotency, MemoryStore, Policy, grpc::GrpcIdempotencyLayer};
+//! use idem::{Idempotency, MemoryStore, Policy, grpc::GrpcIdempotencyLayer};
 //!
 //! let idem = Idempotency::new(MemoryStore::default());
 //! let layer = GrpcIdempotencyLayer::new(idem, Policy::new())
@@ -67,7 +67,6 @@ pub use self::{
     service::{GrpcIdempotencyService, ResponseFuture},
 };
 
-#[cfg(feature = "postgres")]
 impl From<crate::extract::TxError> for tonic::Status {
     /// `UNAVAILABLE` with a `RetryInfo` when the database cannot be reached (the key is then
     /// released, so the retry runs), `INTERNAL` when the service is set up wrong.

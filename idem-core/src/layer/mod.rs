@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use axum::{Router, routing::post, Json};
-//! use idem_core::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
+//! use idem::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope};
 //!
 //! async fn create_payment(Json(body): Json<serde_json::Value>) -> Json<serde_json::Value> {
 //!     Json(body)
@@ -43,7 +43,7 @@
 //! ```
 //! use axum::{Router, extract::Request, http::StatusCode, middleware::{self, Next},
 //!     response::{IntoResponse, Response}, routing::post};
-//! use idem_core::{Idempotency, IdempotencyLayer, Policy, Principal};
+//! use idem::{Idempotency, IdempotencyLayer, Policy, Principal};
 //!
 //! async fn authenticate(mut request: Request, next: Next) -> Response {
 //!     let user = request.headers().get("authorization")

@@ -2,7 +2,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! use idem_core::message::amqp::RabbitMq;
+//! use idem::message::amqp::RabbitMq;
 //! use lapin::{Connection, ConnectionProperties};
 //!
 //! let connection = Connection::connect("amqp://127.0.0.1:5672", ConnectionProperties::default()).await?;

@@ -22,7 +22,7 @@ use crate::replay::NoStore;
 /// `?` turns any error into a retryable `MessageError`:
 ///
 /// ```
-/// use idem_core::message::MessageError;
+/// use idem::message::MessageError;
 ///
 /// fn charge(amount: i64) -> Result<(), MessageError> {
 ///     if amount <= 0 {

@@ -7,7 +7,7 @@ use serde_json::Value;
 /// Where a message handler finds the key of a message.
 ///
 /// ```
-/// use idem_core::message::MessageKey;
+/// use idem::message::MessageKey;
 ///
 /// // The publisher's message id: NATS `Nats-Msg-Id`, AMQP `message-id`.
 /// const BY_MESSAGE_ID: MessageKey = MessageKey::header("Nats-Msg-Id");

@@ -6,8 +6,8 @@
 //! # #[cfg(feature = "nats")]
 //! # async fn run(context: async_nats::jetstream::Context) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! use axum::Json;
-//! use idem_core::{Idempotency, MemoryStore, idempotent};
-//! use idem_core::message::{MessageError, Runner, nats::JetStream};
+//! use idem::{Idempotency, MemoryStore, idempotent};
+//! use idem::message::{MessageError, Runner, nats::JetStream};
 //!
 //! /// One effect per order, however often its event arrives.
 //! #[idempotent(key = json("/order_id"), lease = "10s")]

@@ -3,7 +3,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use async_nats::jetstream::{self, consumer::pull};
-//! use idem_core::message::nats::JetStream;
+//! use idem::message::nats::JetStream;
 //!
 //! let client = async_nats::connect("nats://127.0.0.1:4222").await?;
 //! let context = jetstream::new(client);

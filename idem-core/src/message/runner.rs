@@ -52,9 +52,9 @@ impl From<CheckError> for RunnerError {
 /// # async fn run(
 /// #     context: async_nats::jetstream::Context,
 /// #     consumer: async_nats::jetstream::consumer::PullConsumer,
-/// # ) -> Result<(), idem_core::message::RunnerError> {
-/// use idem_core::{Idempotency, MemoryStore, idempotent};
-/// use idem_core::message::{MessageError, Runner, nats::JetStream};
+/// # ) -> Result<(), idem::message::RunnerError> {
+/// use idem::{Idempotency, MemoryStore, idempotent};
+/// use idem::message::{MessageError, Runner, nats::JetStream};
 ///
 /// #[idempotent(key = header("Nats-Msg-Id"))]
 /// async fn on_order_paid(axum::Json(event): axum::Json<serde_json::Value>) -> Result<(), MessageError> {

@@ -18,7 +18,7 @@ use super::CATALOGUE;
 ///
 /// ```
 /// use axum::{Router, routing::get};
-/// use idem_core::problem::{CATALOGUE_PATH, catalogue};
+/// use idem::problem::{CATALOGUE_PATH, catalogue};
 ///
 /// let app: Router = Router::new().route(CATALOGUE_PATH, get(catalogue));
 /// ```
@@ -51,7 +51,7 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
 /// first heading are left out. `lead` is a paragraph in the same markup, under the title.
 ///
 /// ```
-/// use idem_core::problem::catalogue_page;
+/// use idem::problem::catalogue_page;
 ///
 /// let page = catalogue_page(
 ///     "Shop problem types",

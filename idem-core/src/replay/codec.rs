@@ -366,21 +366,31 @@ fn next_header<'a>(reader: &mut Reader<'a>) -> Result<(&'a [u8], &'a [u8]), Deco
 
 /// The status and whether the body was kept, read from the first 4 bytes of a record: what a
 /// look-up says of a completed record without reading its headers and body.
-#[cfg(any(feature = "redis", feature = "postgres"))]
-pub(crate) fn read_head(bytes: &[u8]) -> Result<(StatusCode, bool), DecodeError> {
+pub(crate) fn read_head(bytes: &[u8]) -> Result<ResponseHead, DecodeError> {
     let mut reader = Reader(bytes);
     let version = reader.u8()?;
     if version != VERSION {
         return Err(DecodeError::UnknownVersion(version));
     }
-    let kept = match reader.u8()? {
+    let body_kept = match reader.u8()? {
         BODY_KEPT => true,
         BODY_OMITTED => false,
         _ => return Err(DecodeError::Malformed("unknown body kind")),
     };
     let status = StatusCode::from_u16(reader.u16()?)
         .map_err(|_| DecodeError::Malformed("status code out of range"))?;
-    Ok((status, kept))
+    Ok(ResponseHead { status, body_kept })
+}
+
+/// The head of a stored response's record: its status, and whether its body was kept
+/// ([`StoredResponse::read_head`](super::StoredResponse::read_head)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseHead {
+    /// The response's status.
+    pub status: StatusCode,
+    /// Whether the body was kept; `false` for a response too large to keep
+    /// ([`StoredResponse::omitted`](super::StoredResponse::omitted)).
+    pub body_kept: bool,
 }
 
 /// Reads a record's fields one after another, never past its end. Shared by the codecs of

@@ -5,13 +5,13 @@
 //!
 //! ```
 //! use http::{HeaderMap, StatusCode};
-//! use idem_core::replay::StoredResponse;
+//! use idem::replay::StoredResponse;
 //!
 //! let stored = StoredResponse::new(StatusCode::CREATED, &HeaderMap::new(), b"{\"id\":1}")?;
 //! let replay = stored.into_replay();
 //! assert_eq!(replay.status(), StatusCode::CREATED);
 //! assert_eq!(replay.headers()["idempotent-replayed"], "true");
-//! # Ok::<(), idem_core::replay::EncodeError>(())
+//! # Ok::<(), idem::replay::EncodeError>(())
 //! ```
 //!
 //! # Which headers are kept
@@ -43,7 +43,7 @@ use std::{fmt, sync::Arc};
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
-pub use self::codec::{DecodeError, EncodeError};
+pub use self::codec::{DecodeError, EncodeError, ResponseHead};
 use crate::problem::{Problem, ProblemKind};
 
 /// The header that marks a replayed response (Stripe's name).
@@ -56,7 +56,7 @@ pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-
 ///
 /// ```
 /// use axum::{http::StatusCode, response::IntoResponse};
-/// use idem_core::NoStore;
+/// use idem::NoStore;
 ///
 /// async fn reserve_seat() -> impl IntoResponse {
 ///     // The seat map is being rebuilt: ask the client to come back, same key and all.
@@ -85,7 +85,7 @@ impl IntoResponseParts for NoStore {
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue, StatusCode, header};
-/// use idem_core::replay::StoredResponse;
+/// use idem::replay::StoredResponse;
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert(header::LOCATION, HeaderValue::from_static("/payments/7"));
@@ -93,7 +93,7 @@ impl IntoResponseParts for NoStore {
 /// assert_eq!(stored.status(), StatusCode::CREATED);
 /// assert_eq!(stored.headers(), headers);
 /// assert_eq!(stored.body(), Some(&b"{\"id\":7}"[..]));
-/// # Ok::<(), idem_core::replay::EncodeError>(())
+/// # Ok::<(), idem::replay::EncodeError>(())
 /// ```
 #[derive(Clone)]
 pub struct StoredResponse {
@@ -110,7 +110,7 @@ impl StoredResponse {
     ///
     /// ```
     /// use http::{HeaderMap, HeaderValue, StatusCode};
-    /// use idem_core::replay::{EncodeError, StoredResponse};
+    /// use idem::replay::{EncodeError, StoredResponse};
     ///
     /// let mut headers = HeaderMap::new();
     /// for _ in 0..70_000 {
@@ -180,12 +180,12 @@ impl StoredResponse {
     ///
     /// ```
     /// use http::{HeaderMap, StatusCode};
-    /// use idem_core::replay::StoredResponse;
+    /// use idem::replay::StoredResponse;
     ///
     /// let small = StoredResponse::new(StatusCode::CREATED, &HeaderMap::new(), b"{}")?;
     /// let large = StoredResponse::new(StatusCode::CREATED, &HeaderMap::new(), &[b' '; 4096])?;
     /// assert!(large.weight() > small.weight() + 4094);
-    /// # Ok::<(), idem_core::replay::EncodeError>(())
+    /// # Ok::<(), idem::replay::EncodeError>(())
     /// ```
     pub fn weight(&self) -> usize {
         /// The `Arc`'s two counts, and the allocator's header of the block.
@@ -207,11 +207,11 @@ impl StoredResponse {
     ///
     /// ```
     /// use http::{HeaderMap, StatusCode};
-    /// use idem_core::replay::StoredResponse;
+    /// use idem::replay::StoredResponse;
     ///
     /// let stored = StoredResponse::new(StatusCode::CREATED, &HeaderMap::new(), b"{}")?;
     /// assert_eq!(StoredResponse::decode(stored.as_bytes()), Ok(stored));
-    /// # Ok::<(), idem_core::replay::EncodeError>(())
+    /// # Ok::<(), idem::replay::EncodeError>(())
     /// ```
     pub fn as_bytes(&self) -> &[u8] {
         &self.record
@@ -231,6 +231,23 @@ impl StoredResponse {
             record: Arc::from(bytes),
             body_at,
         })
+    }
+
+    /// The status of a record and whether its body was kept, read from its first four bytes
+    /// (see [`as_bytes`](Self::as_bytes)) without decoding the rest: what a store answers of
+    /// a completed record to a look-up ([`Store::look_up`](crate::store::Store::look_up)).
+    ///
+    /// ```
+    /// use http::{HeaderMap, StatusCode};
+    /// use idem::replay::StoredResponse;
+    ///
+    /// let stored = StoredResponse::new(StatusCode::CREATED, &HeaderMap::new(), b"{}")?;
+    /// let head = StoredResponse::read_head(stored.as_bytes())?;
+    /// assert_eq!((head.status, head.body_kept), (StatusCode::CREATED, true));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_head(bytes: &[u8]) -> Result<ResponseHead, DecodeError> {
+        codec::read_head(bytes)
     }
 
     /// The answer to a retry: the stored response marked `Idempotent-Replayed: true`, or a

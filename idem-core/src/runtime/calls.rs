@@ -111,7 +111,6 @@ impl Idempotency {
 
     /// Records a step's output inside its transaction, and commits both
     /// ([`StoreTransaction::record_step`]).
-    #[cfg(feature = "postgres")]
     pub(crate) async fn record_step_in(
         &self,
         transaction: Box<dyn StoreTransaction>,

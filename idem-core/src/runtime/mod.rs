@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use axum::{Extension, Router};
-//! use idem_core::{Idempotency, MemoryStore};
+//! use idem::{Idempotency, MemoryStore};
 //!
 //! let idem = Idempotency::new(MemoryStore::default());
 //! // `#[idempotent]` handlers find the runtime as a request extension.
@@ -152,7 +152,7 @@ impl Idempotency {
     /// # async fn serve(
     /// #     listener: tokio::net::TcpListener,
     /// #     app: axum::Router,
-    /// #     idem: idem_core::Idempotency,
+    /// #     idem: idem::Idempotency,
     /// #     stop_signal: impl std::future::Future<Output = ()> + Send + 'static,
     /// # ) -> std::io::Result<()> {
     /// axum::serve(listener, app).with_graceful_shutdown(stop_signal).await?;
@@ -323,7 +323,7 @@ impl IdempotencyBuilder {
     /// one whose clients read its own API documentation points them there.
     ///
     /// ```
-    /// use idem_core::{Idempotency, MemoryStore};
+    /// use idem::{Idempotency, MemoryStore};
     ///
     /// let idem = Idempotency::builder(MemoryStore::default())
     ///     .problem_type_base("https://api.example.com/problems#")
@@ -345,7 +345,7 @@ impl IdempotencyBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use idem_core::{Idempotency, MemoryStore};
+    /// use idem::{Idempotency, MemoryStore};
     ///
     /// // Routes declare 24 h; this deployment keeps records for an hour at most.
     /// let idem = Idempotency::builder(MemoryStore::default())

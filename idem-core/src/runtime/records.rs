@@ -10,8 +10,8 @@
 //!
 //! ```
 //! use http::Method;
-//! use idem_core::{IdempotencyKey, Idempotency, MemoryStore, Principal, RecordAddress, Scope};
-//! use idem_core::store::Held;
+//! use idem::{IdempotencyKey, Idempotency, MemoryStore, Principal, RecordAddress, Scope};
+//! use idem::store::Held;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {

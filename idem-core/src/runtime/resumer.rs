@@ -319,10 +319,10 @@ impl Idempotency {
     ///
     /// ```
     /// use axum::{Extension, Router};
-    /// use idem_core::{Idempotency, MemoryStore};
+    /// use idem::{Idempotency, MemoryStore};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), idem_core::ResumeError> {
+    /// # async fn main() -> Result<(), idem::ResumeError> {
     /// let idem = Idempotency::new(MemoryStore::default());
     /// let app: Router = Router::new().layer(Extension(idem.clone()));
     /// idem.resumer(app.clone()).start()?;

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 ///
 /// ```
 /// use axum::http::StatusCode;
-/// use idem_core::steps::{StepError, StepErrorKind};
+/// use idem::steps::{StepError, StepErrorKind};
 ///
 /// let refused = StepError::terminal((StatusCode::BAD_GATEWAY, "the bank refused the transfer"));
 /// assert_eq!(refused.kind(), StepErrorKind::Terminal);

@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use axum::{Extension, Json, Router, http::StatusCode, routing::post};
-//! use idem_core::{Idempotency, MemoryStore, idempotent, steps::{StepError, Steps}};
+//! use idem::{Idempotency, MemoryStore, idempotent, steps::{StepError, Steps}};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize)]
@@ -65,9 +65,8 @@
 
 mod error;
 pub(crate) mod journal;
+mod local_transaction;
 mod resumption;
-#[cfg(feature = "postgres")]
-mod transaction;
 
 use std::{borrow::Cow, future::Future};
 
@@ -337,7 +336,7 @@ impl Steps {
 /// [`IdempotencyKey::derive`]. For an operator who looks an operation up at the other API.
 ///
 /// ```
-/// use idem_core::{IdempotencyKey, Principal, Scope, StoreKey, steps::step_key};
+/// use idem::{IdempotencyKey, Principal, Scope, StoreKey, steps::step_key};
 ///
 /// let client_key = IdempotencyKey::new("8e03978e-40d5-43e8-bc93-6894a57f9324")?;
 /// let operation = StoreKey::new(&Scope::User, Some(&Principal::new("alice")),
@@ -345,7 +344,7 @@ impl Steps {
 /// let sent = step_key(&operation, "bank-order");
 /// assert!(sent.as_str().starts_with("idem-step:"));
 /// assert!(sent.as_str().ends_with(":bank-order"));
-/// # Ok::<(), idem_core::key::KeyError>(())
+/// # Ok::<(), idem::key::KeyError>(())
 /// ```
 pub fn step_key(operation: &StoreKey, name: &str) -> IdempotencyKey {
     IdempotencyKey::derive(STEP_KEY_NAMESPACE, [operation.to_hex().as_str(), name])

@@ -18,7 +18,7 @@ use crate::scope::{Principal, StoreKey};
 ///
 /// ```
 /// use axum::{extract::FromRequestParts, http::{StatusCode, request::Parts}};
-/// use idem_core::steps::Resumption;
+/// use idem::steps::Resumption;
 ///
 /// struct User(String);
 ///

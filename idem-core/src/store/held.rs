@@ -11,7 +11,7 @@
 //! ```
 //! use std::time::{Duration, SystemTime};
 //! use http::StatusCode;
-//! use idem_core::store::held::{CompletedRecord, InFlightRecord};
+//! use idem::store::held::{CompletedRecord, InFlightRecord};
 //!
 //! let at = SystemTime::now();
 //! let paid = CompletedRecord {

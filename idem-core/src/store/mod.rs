@@ -9,10 +9,10 @@
 //!
 //! ```
 //! use std::{sync::Arc, time::Duration};
-//! use idem_core::store::{Claim, ClaimOutcome, LeaseToken, MemoryStore, Store};
-//! # use idem_core::{fingerprint::{Fingerprint, FingerprintMode}, IdempotencyKey, Scope, StoreKey};
+//! use idem::store::{Claim, ClaimOutcome, LeaseToken, MemoryStore, Store};
+//! # use idem::{fingerprint::{Fingerprint, FingerprintMode}, IdempotencyKey, Scope, StoreKey};
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), idem_core::store::StoreError> {
+//! # async fn main() -> Result<(), idem::store::StoreError> {
 //! # let key = StoreKey::new(&Scope::Global, None, &http::Method::POST, "/payments", &IdempotencyKey::new("k").unwrap());
 //! # let fingerprint = Fingerprint::compute(&http::Method::POST, "/payments", &http::HeaderMap::new(), b"{}", FingerprintMode::Json);
 //! let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
@@ -28,8 +28,8 @@
 //! # What a store must guarantee
 //!
 //! Users write their own stores; the runtime's promise (a handler runs once per key) holds
-//! only if every store keeps these rules. The conformance suite, `idem_core::store::conformance`
-//! (feature `conformance`) checks them.
+//! only if every store keeps these rules. The conformance suite, the crate `idem-conformance`,
+//! checks them: every store of the idem family runs it, and a store of your own can too.
 //!
 //! 1. **Atomic claim.** Of any number of concurrent claims of one key, from any number of
 //!    processes, at most one answers [`ClaimOutcome::Claimed`]. Checking for a record and
@@ -117,18 +117,7 @@
 
 pub mod held;
 pub mod memory;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub mod postgres;
 pub mod steps;
-
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub mod redis;
-
-#[cfg(feature = "conformance")]
-#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
-pub mod conformance;
 
 use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 
@@ -136,12 +125,6 @@ use async_trait::async_trait;
 
 pub use self::held::{Held, RecordState};
 pub use self::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use self::postgres::PostgresStore;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use self::redis::RedisStore;
 pub use self::steps::StepSupport;
 use self::steps::{DueOperation, Progress, RecordedStep, Resumable};
 use crate::{
@@ -441,8 +424,11 @@ pub trait StoreTransaction: Send + 'static {
         Err(StoreError::Unsupported("steps in a transaction"))
     }
 
-    /// The store's own transaction type, for its extractor to hand to the handler.
-    fn as_any_mut(&mut self) -> &mut (dyn Any + Send);
+    /// The connection the handler writes on, for [`Tx`](crate::extract::Tx) and
+    /// [`Steps::transaction`](crate::steps::Steps::transaction) to hand it over: the store's
+    /// own type (`sqlx::PgConnection` for the PostgreSQL store), which they downcast to the
+    /// type the handler asks for.
+    fn connection(&mut self) -> &mut (dyn Any + Send);
 }
 
 impl fmt::Debug for dyn StoreTransaction {

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use idem_core::store::steps::{RecordedStep, decode_steps};
+//! use idem::store::steps::{RecordedStep, decode_steps};
 //!
 //! let bank = RecordedStep::new("bank-order", Bytes::from_static(br#"{"id":"bt_1"}"#));
 //! let ledger = RecordedStep::new("ledger", Bytes::from_static(br#"{"row":7}"#));
@@ -21,7 +21,7 @@
 //! let mut kept = bank.encode();
 //! kept.extend_from_slice(&ledger.encode());
 //! assert_eq!(decode_steps(&kept)?, vec![bank, ledger]);
-//! # Ok::<(), idem_core::replay::DecodeError>(())
+//! # Ok::<(), idem::replay::DecodeError>(())
 //! ```
 //!
 //! # Encodings

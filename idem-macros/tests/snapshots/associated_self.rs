@@ -18,15 +18,12 @@ async fn __idem_create(
 }
 /// Creates a payment in this shop.
 #[allow(non_upper_case_globals)]
-const create: ::idem_core::__private::Idempotent<
-    fn(
-        State<Self>,
-        Json<NewPayment>,
-    ) -> ::idem_core::__private::HandlerFuture<Json<Payment>>,
-> = ::idem_core::__private::Idempotent::new(
-    ::idem_core::__private::Policy::new().scope(::idem_core::__private::Scope::Global),
-    |__idem_arg0, __idem_arg1| ::idem_core::__private::boxed(
+const create: ::idem::__private::Idempotent<
+    fn(State<Self>, Json<NewPayment>) -> ::idem::__private::HandlerFuture<Json<Payment>>,
+> = ::idem::__private::Idempotent::new(
+    ::idem::__private::Policy::new().scope(::idem::__private::Scope::Global),
+    |__idem_arg0, __idem_arg1| ::idem::__private::boxed(
         Self::__idem_create(__idem_arg0, __idem_arg1),
     ),
-    || ::idem_core::__private::LastArgument::<Json<NewPayment>>::NEW.runs_on_replay(),
+    || ::idem::__private::LastArgument::<Json<NewPayment>>::NEW.runs_on_replay(),
 );

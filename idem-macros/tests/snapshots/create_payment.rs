@@ -14,14 +14,12 @@
 
 /// Creates a payment.
 #[allow(non_upper_case_globals)]
-pub const create_payment: ::idem_core::__private::Idempotent<
+pub const create_payment: ::idem::__private::Idempotent<
     fn(
         State<Db>,
         User,
         Json<NewPayment>,
-    ) -> ::idem_core::__private::HandlerFuture<
-        Result<(StatusCode, Json<Payment>), ApiError>,
-    >,
+    ) -> ::idem::__private::HandlerFuture<Result<(StatusCode, Json<Payment>), ApiError>>,
 > = {
     async fn create_payment(
         State(db): State<Db>,
@@ -31,13 +29,13 @@ pub const create_payment: ::idem_core::__private::Idempotent<
         let payment = db.insert_payment(&user, req).await?;
         Ok((StatusCode::CREATED, Json(payment)))
     }
-    ::idem_core::__private::Idempotent::new(
-        ::idem_core::__private::Policy::new()
-            .ttl(::idem_core::__private::Duration::from_secs(86400))
-            .scope(::idem_core::__private::Scope::User),
-        |__idem_arg0, __idem_arg1, __idem_arg2| ::idem_core::__private::boxed(
+    ::idem::__private::Idempotent::new(
+        ::idem::__private::Policy::new()
+            .ttl(::idem::__private::Duration::from_secs(86400))
+            .scope(::idem::__private::Scope::User),
+        |__idem_arg0, __idem_arg1, __idem_arg2| ::idem::__private::boxed(
             create_payment(__idem_arg0, __idem_arg1, __idem_arg2),
         ),
-        || ::idem_core::__private::LastArgument::<Json<NewPayment>>::NEW.runs_on_replay(),
+        || ::idem::__private::LastArgument::<Json<NewPayment>>::NEW.runs_on_replay(),
     )
 };

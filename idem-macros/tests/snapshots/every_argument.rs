@@ -31,13 +31,13 @@
 #[cfg(feature = "transfers")]
 #[allow(clippy::too_many_arguments)]
 #[allow(non_upper_case_globals)]
-pub(crate) const create_transfer: ::idem_core::__private::Idempotent<
+pub(crate) const create_transfer: ::idem::__private::Idempotent<
     fn(
         State<Db>,
         Path<u64>,
         HeaderMap,
         Json<NewTransfer>,
-    ) -> ::idem_core::__private::HandlerFuture,
+    ) -> ::idem::__private::HandlerFuture,
 > = {
     #[tracing::instrument(skip(db))]
     async fn create_transfer(
@@ -48,34 +48,31 @@ pub(crate) const create_transfer: ::idem_core::__private::Idempotent<
     ) -> impl IntoResponse {
         db.transfer(account, &headers, transfer).await
     }
-    ::idem_core::__private::Idempotent::new(
-        ::idem_core::__private::Policy::new()
-            .ttl(::idem_core::__private::Duration::from_secs(5400))
-            .scope(::idem_core::__private::Scope::Custom("tenant"))
+    ::idem::__private::Idempotent::new(
+        ::idem::__private::Policy::new()
+            .ttl(::idem::__private::Duration::from_secs(5400))
+            .scope(::idem::__private::Scope::Custom("tenant"))
             .required(false)
-            .lease(::idem_core::__private::Duration::from_millis(1500))
+            .lease(::idem::__private::Duration::from_millis(1500))
             .on_conflict(
-                ::idem_core::__private::OnConflict::Wait(
-                    ::idem_core::__private::Duration::from_secs(2),
+                ::idem::__private::OnConflict::Wait(
+                    ::idem::__private::Duration::from_secs(2),
                 ),
             )
             .store_server_errors(true)
-            .fingerprint(::idem_core::__private::FingerprintMode::Raw)
-            .on_store_error(::idem_core::__private::OnStoreError::RunWithoutRecord)
-            .key_syntax(::idem_core::__private::KeySyntax::Strict)
-            .resume_after(::idem_core::__private::Duration::from_secs(30))
+            .fingerprint(::idem::__private::FingerprintMode::Raw)
+            .on_store_error(::idem::__private::OnStoreError::RunWithoutRecord)
+            .key_syntax(::idem::__private::KeySyntax::Strict)
+            .resume_after(::idem::__private::Duration::from_secs(30))
             .keep_headers({
-                static __IDEM_KEEP_HEADERS: [::idem_core::__private::HeaderName; 1] = [
-                    ::idem_core::__private::HeaderName::from_static("x-request-source"),
+                static __IDEM_KEEP_HEADERS: [::idem::__private::HeaderName; 1] = [
+                    ::idem::__private::HeaderName::from_static("x-request-source"),
                 ];
                 &__IDEM_KEEP_HEADERS
             }),
-        |__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3| ::idem_core::__private::boxed_response(
+        |__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3| ::idem::__private::boxed_response(
             create_transfer(__idem_arg0, __idem_arg1, __idem_arg2, __idem_arg3),
         ),
-        || {
-            ::idem_core::__private::LastArgument::<Json<NewTransfer>>::NEW
-                .runs_on_replay()
-        },
+        || ::idem::__private::LastArgument::<Json<NewTransfer>>::NEW.runs_on_replay(),
     )
 };

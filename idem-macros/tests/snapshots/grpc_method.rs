@@ -38,13 +38,13 @@ where
     'life0: 'async_trait,
     Self: 'async_trait,
 {
-    const __IDEM_METHOD: ::idem_core::__private::grpc::Method = ::idem_core::__private::grpc::Method::new(
-        ::idem_core::__private::Policy::new()
-            .ttl(::idem_core::__private::Duration::from_secs(86400)),
+    const __IDEM_METHOD: ::idem::__private::grpc::Method = ::idem::__private::grpc::Method::new(
+        ::idem::__private::Policy::new()
+            .ttl(::idem::__private::Duration::from_secs(86400)),
     );
     let __idem_service = ::core::clone::Clone::clone(self);
     ::std::boxed::Box::pin(
-        ::idem_core::__private::grpc::unary(
+        ::idem::__private::grpc::unary(
             &__IDEM_METHOD,
             ::core::option::Option::Some::<
                 fn(&CreatePaymentRequest) -> &str,

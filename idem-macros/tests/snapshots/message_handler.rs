@@ -13,11 +13,8 @@
 
 /// Writes one receipt per paid order.
 #[allow(non_upper_case_globals)]
-const on_order_paid: ::idem_core::__private::MessageHandler<
-    fn(
-        Tx,
-        Json<OrderPaid>,
-    ) -> ::idem_core::__private::HandlerFuture<Result<(), MessageError>>,
+const on_order_paid: ::idem::__private::MessageHandler<
+    fn(Tx, Json<OrderPaid>) -> ::idem::__private::HandlerFuture<Result<(), MessageError>>,
 > = {
     async fn on_order_paid(
         mut tx: Tx,
@@ -26,13 +23,13 @@ const on_order_paid: ::idem_core::__private::MessageHandler<
         insert_receipt(tx.conn().await?, &event).await?;
         Ok(())
     }
-    ::idem_core::__private::MessageHandler::new(
-        ::idem_core::__private::MessageKey::Json("/order_id"),
-        ::idem_core::__private::Policy::new()
-            .ttl(::idem_core::__private::Duration::from_secs(604800)),
-        |__idem_arg0, __idem_arg1| ::idem_core::__private::boxed(
+    ::idem::__private::MessageHandler::new(
+        ::idem::__private::MessageKey::Json("/order_id"),
+        ::idem::__private::Policy::new()
+            .ttl(::idem::__private::Duration::from_secs(604800)),
+        |__idem_arg0, __idem_arg1| ::idem::__private::boxed(
             on_order_paid(__idem_arg0, __idem_arg1),
         ),
-        || ::idem_core::__private::LastArgument::<Json<OrderPaid>>::NEW.runs_on_replay(),
+        || ::idem::__private::LastArgument::<Json<OrderPaid>>::NEW.runs_on_replay(),
     )
 };

@@ -7,21 +7,21 @@
 // }
 
 #[allow(non_upper_case_globals)]
-const ping: ::idem_core::__private::Idempotent<
-    fn() -> ::idem_core::__private::HandlerFuture<&'static str>,
+const ping: ::idem::__private::Idempotent<
+    fn() -> ::idem::__private::HandlerFuture<&'static str>,
 > = {
     async fn ping() -> &'static str {
         "pong"
     }
-    ::idem_core::__private::Idempotent::new(
-        ::idem_core::__private::Policy::new()
-            .scope(::idem_core::__private::Scope::Global)
+    ::idem::__private::Idempotent::new(
+        ::idem::__private::Policy::new()
+            .scope(::idem::__private::Scope::Global)
             .on_conflict(
-                ::idem_core::__private::OnConflict::Wait(
-                    ::idem_core::__private::Duration::from_secs(5),
+                ::idem::__private::OnConflict::Wait(
+                    ::idem::__private::Duration::from_secs(5),
                 ),
             ),
-        || ::idem_core::__private::boxed(ping()),
-        || ::idem_core::__private::LastArgument::<()>::NEW.runs_on_replay(),
+        || ::idem::__private::boxed(ping()),
+        || ::idem::__private::LastArgument::<()>::NEW.runs_on_replay(),
     )
 };

@@ -6,11 +6,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use idem_core::{
-    Idempotency,
-    message::{Runner, nats::JetStream},
-    store::PostgresStore,
-};
+use idem::{Idempotency, message::Runner, message::nats::JetStream, postgres::PostgresStore};
 use idem_tests::message_fixture::{Rows, Watched, write_row};
 
 #[tokio::main]

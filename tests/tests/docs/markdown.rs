@@ -151,7 +151,7 @@ impl Page {
     }
 
     /// The values of the page's marker comments of `kind`, each a line of its own:
-    /// `<!-- excerpt: idem-core/examples/problem_json.rs -->` is the `excerpt` marker of that
+    /// `<!-- excerpt: idem/examples/problem_json.rs -->` is the `excerpt` marker of that
     /// path.
     pub(crate) fn markers(&self, kind: &str) -> Vec<String> {
         let opening = format!("<!-- {kind}: ");

@@ -1,8 +1,9 @@
-//! The programs the README shows build as pasted. Each is a `Cargo.toml` dependency block and
-//! a whole `src/main.rs`, marked in the README by an HTML comment before each block
+//! The programs the README shows build as pasted. Each is a block of dependency lines and a
+//! whole `src/main.rs`, marked in the README by an HTML comment before each block
 //! (`<!-- program: server Cargo.toml -->`, `<!-- program: server src/main.rs -->`). The test
-//! makes a crate of each pair outside the workspace, as a newcomer's `cargo new` would, with
-//! the README's `path = "../idem/..."` pointing at this checkout, and builds it: offline, with
+//! makes a crate of each pair outside the workspace, as a newcomer's `cargo new` would (its
+//! manifest ends with an empty `[dependencies]`, under which the lines are pasted), with the
+//! README's `path = "../idem/..."` pointing at this checkout, and builds it: offline, with
 //! the workspace's `Cargo.lock`, so it needs no network, and in a target folder of its own
 //! under this build's, so it builds the dependencies once per machine and then only what
 //! changed. A warning fails the build, as a pasted program should build clean. Cost, measured
@@ -36,7 +37,7 @@ fn the_readme_server_builds_as_pasted() {
 #[test]
 fn the_readme_client_builds_as_pasted_without_the_server() {
     let manifest = build("client");
-    for server_side in ["idem-core", "axum"] {
+    for server_side in ["idem", "idem-core", "axum"] {
         assert!(
             !manifest.contains(&format!("\n{server_side} ")),
             "the client's dependencies name {server_side}:\n{manifest}"
@@ -91,17 +92,26 @@ fn build(name: &str) -> String {
     let dependencies = block("Cargo.toml");
     let main = block("src/main.rs");
     assert!(
-        dependencies.starts_with("[dependencies]\n") && dependencies.contains(CHECKOUT),
-        "the {name}'s block is its [dependencies], on the checkout at {CHECKOUT}:\n{dependencies}"
+        !dependencies
+            .lines()
+            .any(|line| line.trim_start().starts_with('[')),
+        "the {name}'s block is lines to paste under the [dependencies] of `cargo new`, without \
+         a table header of its own (a second `[dependencies]` is a duplicate key):\n{dependencies}"
+    );
+    assert!(
+        dependencies.contains(CHECKOUT),
+        "the {name}'s dependencies are on the checkout at {CHECKOUT}:\n{dependencies}"
     );
 
     let root = scratch().join(name);
     fs::create_dir_all(root.join("src")).unwrap();
     let checkout = format!("\"{}/", repository().display());
+    // What `cargo new` writes, then the README's lines pasted at its end; and, as the user's
+    // crate is not a member of the repository's workspace, an empty workspace of its own
+    // (before the package, so that the pasted lines stay under `[dependencies]`).
     let manifest = format!(
-        "[package]\nname = \"readme-{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
-         # Not a member of the repository's workspace, as the user's crate is not.\n\
-         [workspace]\n\n{}",
+        "[workspace]\n\n[package]\nname = \"readme-{name}\"\nversion = \"0.1.0\"\n\
+         edition = \"2024\"\n\n[dependencies]\n{}",
         dependencies.replace(CHECKOUT, &checkout)
     );
     write_if_changed(&root.join("Cargo.toml"), &manifest);

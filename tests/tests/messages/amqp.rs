@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use idem_core::{
+use idem::{
     Idempotency, MemoryStore,
     message::{MessageService, Runner, amqp::RabbitMq},
 };

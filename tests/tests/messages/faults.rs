@@ -5,11 +5,7 @@
 
 use std::{process::Stdio, sync::Arc, time::Duration};
 
-use idem_core::{
-    Idempotency,
-    message::{Runner, nats::JetStream},
-    store::PostgresStore,
-};
+use idem::{Idempotency, message::Runner, message::nats::JetStream, postgres::PostgresStore};
 use idem_tests::{
     eventually,
     gate::Gate,

@@ -11,7 +11,7 @@ use std::{
 };
 
 use axum::{Json, extract::State, http::StatusCode};
-use idem_core::{
+use idem::{
     Idempotency, MemoryStore, idempotent,
     message::{MessageError, Runner, RunnerError, nats::JetStream},
     steps::{StepError, Steps},
@@ -32,7 +32,7 @@ async fn stream(test: &str, settings: ConsumerSettings) -> Option<TestStream> {
     Some(TestStream::create(&url, settings).await)
 }
 
-fn runner(service: idem_core::message::MessageService) -> Runner {
+fn runner(service: idem::message::MessageService) -> Runner {
     Runner::new(Idempotency::new(MemoryStore::default()), service)
         .concurrency(4)
         .backoff(Duration::from_millis(20), Duration::from_millis(200))

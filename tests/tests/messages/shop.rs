@@ -22,7 +22,7 @@ struct ShopWithBroker {
     api: Api,
     events: Events,
     stop: tokio::sync::oneshot::Sender<()>,
-    receipts: tokio::task::JoinHandle<Result<(), idem_core::message::RunnerError>>,
+    receipts: tokio::task::JoinHandle<Result<(), idem::message::RunnerError>>,
     _server: Server,
 }
 

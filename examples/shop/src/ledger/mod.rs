@@ -13,7 +13,7 @@ mod memory;
 mod postgres;
 
 use axum::response::{IntoResponse, Response};
-use idem_core::{
+use idem::{
     extract::{Tx, TxError},
     steps::{StepError, Steps},
 };
@@ -199,7 +199,7 @@ impl Ledger {
                 // The step's future may borrow its connection only: what it needs is moved in.
                 let owner = owner.to_owned();
                 steps
-                    .transaction("ledger", |conn| {
+                    .transaction("ledger", |conn: &mut sqlx::PgConnection| {
                         Box::pin(async move {
                             PostgresLedger::insert_transfer(conn, &owner, &transfer)
                                 .await

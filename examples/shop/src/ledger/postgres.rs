@@ -1,7 +1,7 @@
 //! The ledger in PostgreSQL: every write in the request's transaction ([`Tx`]), so it commits
 //! with the idempotency record or not at all.
 
-use idem_core::extract::Tx;
+use idem::extract::Tx;
 use sqlx::{PgConnection, PgPool, Postgres, postgres::PgRow};
 
 use super::{LedgerError, RefundOutcome};
@@ -126,7 +126,7 @@ impl PostgresLedger {
         .bind(&payment.status)
         .bind(payment.amount_refunded)
         .bind(payment.created)
-        .execute(tx.conn().await?)
+        .execute(tx.conn::<PgConnection>().await?)
         .await?;
         Ok(())
     }
@@ -147,7 +147,7 @@ impl PostgresLedger {
         .bind(receipt.amount)
         .bind(&receipt.currency)
         .bind(receipt.created)
-        .execute(tx.conn().await?)
+        .execute(tx.conn::<PgConnection>().await?)
         .await?;
         Ok(())
     }
@@ -216,7 +216,7 @@ impl PostgresLedger {
             .bind(&refund.payment)
             .bind(owner)
             .bind(refund.amount)
-            .fetch_optional(tx.conn().await?)
+            .fetch_optional(tx.conn::<PgConnection>().await?)
             .await?;
         let Some(updated) = updated else {
             let refundable: Option<i64> = sqlx::query_scalar(
@@ -224,7 +224,7 @@ impl PostgresLedger {
             )
             .bind(&refund.payment)
             .bind(owner)
-            .fetch_optional(tx.conn().await?)
+            .fetch_optional(tx.conn::<PgConnection>().await?)
             .await?;
             return Ok(match refundable {
                 Some(refundable) => RefundOutcome::Exceeds { refundable },
@@ -239,7 +239,7 @@ impl PostgresLedger {
         .bind(refund.amount)
         .bind(&refund.status)
         .bind(refund.created)
-        .execute(tx.conn().await?)
+        .execute(tx.conn::<PgConnection>().await?)
         .await?;
         Ok(RefundOutcome::Refunded(payment(updated)))
     }
@@ -289,7 +289,7 @@ impl PostgresLedger {
         );
         let row = query_rows::<TransferRow>(sql)
             .bind(id)
-            .fetch_optional(tx.conn().await?)
+            .fetch_optional(tx.conn::<PgConnection>().await?)
             .await?;
         Ok(row.map(transfer))
     }

@@ -1,6 +1,6 @@
 //! The JSON Schema of the `Idempotency-Key` header: exactly the values the service accepts.
 //!
-//! The rules are those of [`idem_core::key`]:
+//! The rules are those of [`idem::key`]:
 //!
 //! - a **bare** key (Stripe's spelling) is the value itself: 1 to 255 visible ASCII characters
 //!   (`0x21..=0x7E`) without a comma, which would make it a list, and not starting with `"`,
@@ -127,7 +127,7 @@ mod tests {
     use std::{collections::HashMap, sync::Mutex};
 
     use axum::http::HeaderValue;
-    use idem_core::key::{IdempotencyKey, KeySyntax};
+    use idem::key::{IdempotencyKey, KeySyntax};
     use proptest::prelude::*;
     use regex::Regex;
     use serde_json::Value;

@@ -48,7 +48,7 @@ use hyper_util::{
     rt::{TokioIo, TokioTimer},
     server::graceful::{GracefulShutdown, Watcher},
 };
-use idem_core::Idempotency;
+use idem::Idempotency;
 use tokio::{
     net::{TcpListener, TcpStream},
     sync::watch,

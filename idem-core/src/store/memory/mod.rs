@@ -1,7 +1,7 @@
 //! [`MemoryStore`]: the embedded default, for a service that runs as one process.
 //!
 //! ```
-//! use idem_core::{Idempotency, MemoryStore};
+//! use idem::{Idempotency, MemoryStore};
 //!
 //! let store = MemoryStore::builder()
 //!     .max_entries(50_000)
@@ -154,7 +154,7 @@ impl MemoryStore {
     /// store's gauges, which a service calls before each scrape for exact figures.
     ///
     /// ```
-    /// use idem_core::MemoryStore;
+    /// use idem::MemoryStore;
     ///
     /// let store = MemoryStore::builder().max_entries(50_000).build();
     /// let fill = store.fill();

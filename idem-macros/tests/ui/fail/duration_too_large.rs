@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(ttl = "99999999999999999999d")]
 async fn handler(body: String) -> String {

@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(tll = "1h", ttl = "1M", ttl = "2h", scope = "users", required = "no")]
 async fn handler(body: String) -> String {

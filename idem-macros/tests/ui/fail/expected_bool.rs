@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(required = "false", store_server_errors = 1)]
 async fn handler(body: String) -> String {

@@ -1,5 +1,5 @@
 use axum::{Json, Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(fingerprint_only = ["/order", "/order/note"])]
 async fn handler(Json(body): Json<serde_json::Value>) -> Json<serde_json::Value> {

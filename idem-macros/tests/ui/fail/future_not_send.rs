@@ -1,7 +1,7 @@
 use std::rc::Rc;
 
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 async fn yield_now() {}
 

@@ -1,4 +1,4 @@
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent]
 async fn handler<T: Send>(body: String) -> String {

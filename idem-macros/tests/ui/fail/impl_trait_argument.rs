@@ -1,5 +1,5 @@
 use axum::extract::FromRequest;
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent]
 async fn handler(body: impl FromRequest<()> + Send, other: Option<impl Send>) {

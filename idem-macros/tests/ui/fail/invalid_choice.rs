@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(fingerprint = "sha256", on_store_error = "ignore", key_syntax = "loose")]
 async fn handler(body: String) -> String {

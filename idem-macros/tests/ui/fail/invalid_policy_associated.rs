@@ -2,7 +2,7 @@
 //! used, when the crate is built: there its invalid policy (a TTL shorter than the default
 //! lease) is an error on the attribute's arguments, as a free handler's is.
 use axum::{Json, Router, extract::State, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[derive(Clone)]
 struct Shop;

@@ -1,5 +1,5 @@
 use axum::Json;
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(key = header("Nats Msg Id"), scope = "global")]
 async fn wrong_header(Json(_event): Json<serde_json::Value>) {}

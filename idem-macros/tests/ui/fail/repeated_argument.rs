@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(ttl = "24h", scope = "global", ttl = "48h")]
 async fn handler(body: String) -> String {

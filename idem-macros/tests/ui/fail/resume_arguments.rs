@@ -1,5 +1,5 @@
 use axum::Json;
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(keep_headers = ["authorization"], resume_after = "30s")]
 async fn keeps_credentials(Json(_order): Json<serde_json::Value>) {}

@@ -1,4 +1,4 @@
-use idem_core::idempotent;
+use idem::idempotent;
 
 struct Service;
 

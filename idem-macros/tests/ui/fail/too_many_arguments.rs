@@ -1,5 +1,5 @@
 use axum::http::HeaderMap;
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent]
 #[allow(clippy::too_many_arguments)]

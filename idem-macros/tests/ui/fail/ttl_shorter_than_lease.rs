@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(ttl = "30s", lease = "2m")]
 async fn handler(body: String) -> String {

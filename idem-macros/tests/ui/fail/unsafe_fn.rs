@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent]
 async unsafe fn handler(body: String) -> String {

@@ -1,5 +1,5 @@
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(lease = "0s", on_conflict = "wait(0ms)")]
 async fn handler(body: String) -> String {

@@ -1,7 +1,7 @@
 //! Handlers in an `impl` block: one that names `Self` (kept as a hidden associated function
 //! next to the constant) and one that does not (nested in it), both routed and called.
 use axum::{Json, Router, extract::State, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[derive(Clone)]
 struct Shop {

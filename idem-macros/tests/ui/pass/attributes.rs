@@ -3,7 +3,7 @@
 #![deny(warnings, missing_docs)]
 
 use axum::{Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 /// Creates a thing.
 ///

@@ -4,7 +4,7 @@ use axum::{
     http::{StatusCode, request::Parts},
     routing::post,
 };
-use idem_core::{Principal, idempotent};
+use idem::{Principal, idempotent};
 
 /// The application's own authentication: it names the principal for idem, which resolves it
 /// after every extractor but the body extractor has run.

@@ -1,5 +1,5 @@
 use axum::{Router, body::Bytes, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(scope = "global", fingerprint = "raw")]
 async fn upload(body: Bytes) -> String {

@@ -7,7 +7,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[derive(Clone)]
 struct Db;

@@ -1,7 +1,7 @@
 //! `#[axum::debug_handler]` above `#[idempotent]` (it checks the function as written and
 //! calls the constant) and below it (it checks the nested function).
 use axum::{Json, Router, extract::State, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[derive(Clone)]
 struct Db;

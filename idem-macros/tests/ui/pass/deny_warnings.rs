@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
-use idem_core::{Idempotency, MemoryStore, idempotent};
+use idem::{Idempotency, MemoryStore, idempotent};
 
 #[derive(Clone)]
 struct AppState {

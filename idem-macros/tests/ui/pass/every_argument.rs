@@ -1,5 +1,5 @@
 use axum::{Json, Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(
     ttl = "1h 30m",

@@ -1,5 +1,5 @@
 use axum::{Form, Router, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

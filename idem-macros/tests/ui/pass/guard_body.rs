@@ -7,7 +7,7 @@ use axum::{
     http::StatusCode,
     routing::post,
 };
-use idem_core::{PureBody, idempotent};
+use idem::{PureBody, idempotent};
 
 #[derive(Clone)]
 struct Keys {

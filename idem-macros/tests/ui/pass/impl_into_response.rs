@@ -4,7 +4,7 @@ use axum::{
     response::{IntoResponse, Redirect},
     routing::post,
 };
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(scope = "global")]
 async fn either(body: String) -> impl IntoResponse {

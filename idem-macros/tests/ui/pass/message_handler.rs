@@ -1,7 +1,7 @@
 #![deny(warnings)]
 
 use axum::{Json, extract::State};
-use idem_core::{
+use idem::{
     idempotent,
     message::{MessageError, MessageKey, MessageService},
 };

@@ -6,7 +6,7 @@ use axum::{
     http::HeaderMap,
     routing::put,
 };
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(scope = "global")]
 async fn update(

@@ -2,7 +2,7 @@ use axum::{Router, routing::post};
 
 mod payments {
     use axum::{Json, extract::State};
-    use idem_core::idempotent;
+    use idem::idempotent;
 
     #[derive(Clone)]
     pub struct Db;

@@ -4,7 +4,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::post,
 };
-use idem_core::idempotent;
+use idem::idempotent;
 
 enum ApiError {
     Invalid(String),

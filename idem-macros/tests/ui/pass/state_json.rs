@@ -1,5 +1,5 @@
 use axum::{Json, Router, extract::State, routing::post};
-use idem_core::idempotent;
+use idem::idempotent;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone)]

@@ -3,7 +3,7 @@ use axum::{
     http::{HeaderMap, StatusCode, header},
     routing::post,
 };
-use idem_core::idempotent;
+use idem::idempotent;
 
 #[idempotent(scope = "global")]
 async fn create(body: String) -> (StatusCode, [(header::HeaderName, String); 1], String) {
