@@ -354,7 +354,7 @@ mod with_utoipa_axum {
         assert_eq!(refund["x-idempotency"]["conflictWait"], 5);
         assert_eq!(refund["x-idempotency"]["resumeAfter"], 30);
         let conflict = refund["responses"]["409"]["description"].as_str().unwrap();
-        assert!(conflict.contains("waits up to 5 seconds"), "{conflict}");
+        assert!(conflict.contains("waited 5 seconds"), "{conflict}");
     }
 }
 

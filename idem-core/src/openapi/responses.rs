@@ -17,7 +17,7 @@ use super::{
     problem_schema, words,
 };
 use crate::{
-    policy::{OnStoreError, Policy},
+    policy::{OnConflict, OnStoreError, Policy},
     problem::{PROBLEM_JSON, ProblemKind},
 };
 
@@ -109,11 +109,7 @@ fn answers(policy: &Policy, facts: &RuntimeFacts) -> Vec<Answer> {
     answers.push(answer(
         409,
         &[ProblemKind::RequestInFlight],
-        format!(
-            "The first request with this key is still running. {} Retry after `Retry-After` \
-             to get its answer.",
-            words::conflict(policy.on_conflict)
-        ),
+        in_flight(policy.on_conflict),
         true,
     ));
     answers.push(answer(
@@ -145,6 +141,20 @@ fn answers(policy: &Policy, facts: &RuntimeFacts) -> Vec<Answer> {
     ));
     answers.extend(failures(policy));
     answers
+}
+
+/// 409: what a retry meets while the first request runs.
+fn in_flight(on_conflict: OnConflict) -> String {
+    match on_conflict {
+        OnConflict::Reject => "The first request with this key is still running; retry after \
+                               `Retry-After` to get its answer."
+            .to_owned(),
+        OnConflict::Wait(wait) => format!(
+            "The first request with this key was still running after this one waited {} for \
+             it; retry after `Retry-After` to get its answer.",
+            words::duration(wait)
+        ),
+    }
 }
 
 /// 400: what makes a key unusable.
