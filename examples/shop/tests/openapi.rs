@@ -154,3 +154,35 @@ async fn the_served_document_agrees_with_the_router() {
         .await
         .unwrap();
 }
+
+/// docs/openapi.md shows parts of this document, each in a JSON block after a
+/// `<!-- document: POINTER -->` marker: each is the document's, member for member.
+#[tokio::test]
+async fn the_page_shows_the_document_as_it_is() {
+    let page = include_str!("../../../docs/openapi.md");
+    let document = document(&router(&Backend::memory())).await;
+    let mut shown = 0;
+    let mut lines = page.lines();
+    while let Some(line) = lines.next() {
+        let Some(pointer) = line
+            .strip_prefix("<!-- document: ")
+            .and_then(|rest| rest.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        assert_eq!(
+            lines.next(),
+            Some("```json"),
+            "{pointer}: no JSON block after it"
+        );
+        let block: String = lines
+            .by_ref()
+            .take_while(|line| *line != "```")
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let block: Value = serde_json::from_str(&block).unwrap();
+        assert_eq!(document.pointer(pointer), Some(&block), "{pointer}");
+        shown += 1;
+    }
+    assert_eq!(shown, 3);
+}

@@ -16,6 +16,28 @@ use super::{
 };
 
 /// One way in which a document and a router disagree ([`Documenter::check`]).
+///
+/// ```
+/// use axum::{Router, http::{Method, StatusCode}, routing::post};
+/// use idem_core::{Idempotency, IdempotencyLayer, Policy, Scope};
+/// use idem_core::openapi::{Documenter, Endpoint, Finding};
+/// use utoipa::openapi::OpenApi;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let router: Router = Router::new()
+///     .route("/orders", post(|| async { StatusCode::CREATED }))
+///     .layer(IdempotencyLayer::new(Idempotency::default(), Policy::new().scope(Scope::Global)));
+/// // A document that forgot the route.
+/// let document = OpenApi::default();
+/// let orders = Endpoint::new(Method::POST, "/orders");
+/// let error = Documenter::new()
+///     .check(&router, &document, [orders.clone()])
+///     .await
+///     .unwrap_err();
+/// assert_eq!(error.findings, [Finding::Undocumented { endpoint: orders }]);
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Finding {

@@ -9,6 +9,25 @@ use super::Endpoint;
 /// Why [`Documenter::document`](super::Documenter::document) (or a check) cannot state what a
 /// route does: rather than a document that says something else than the router does, an
 /// error that names the endpoint.
+///
+/// ```
+/// use axum::{Router, http::StatusCode, routing::post};
+/// use idem_core::openapi::{DocumentError, Documenter};
+/// use utoipa::openapi::{HttpMethod, OpenApi, PathItem, PathsBuilder, path::Operation};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let document = OpenApi::builder()
+///     .paths(PathsBuilder::new().path("/refunds", PathItem::new(HttpMethod::Post, Operation::new())))
+///     .build();
+/// let router: Router = Router::new().route("/payments", post(|| async { StatusCode::CREATED }));
+/// let Err(error) = Documenter::new().document(&router, document).await else {
+///     panic!("no route serves POST /refunds");
+/// };
+/// assert!(matches!(error, DocumentError::NotRouted { .. }));
+/// assert!(error.to_string().starts_with("POST /refunds is in the document, but no route"));
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DocumentError {

@@ -56,8 +56,8 @@
 //!   `storeServerErrors`, `resumeAfter` where set, and more), for a client generator or a
 //!   gateway.
 //!
-//! The repository's `docs/openapi.md` shows one operation before and after, and what each
-//! member says.
+//! [docs/openapi.md](https://github.com/idem-rs/idem/blob/main/docs/openapi.md) shows one
+//! operation before and after, and what each member says.
 //!
 //! # How the policy is read
 //!
