@@ -35,6 +35,15 @@ where
     type Future = RequestFuture;
 
     fn call(self, request: Request, state: S) -> Self::Future {
+        // A probe asks for the policy, which it gets without a claim or a call of the handler.
+        #[cfg(feature = "openapi")]
+        if let Some(answer) = crate::openapi::probe::answer(
+            &request,
+            request.extensions().get::<Idempotency>(),
+            self.policy(),
+        ) {
+            return RequestFuture::cancellable(std::future::ready(answer));
+        }
         let Some(idem) = request.extensions().get::<Idempotency>().cloned() else {
             let refusal = not_installed(&request);
             return RequestFuture::cancellable(async move { refusal });

@@ -51,6 +51,8 @@
 //!   on a service's method.
 //! - [`message`]: message handlers (`#[idempotent(key = ...)]`) and their [`Runner`](message::Runner),
 //!   on JetStream and RabbitMQ.
+//! - `openapi` (feature `openapi`): each idempotent operation of a utoipa OpenAPI document
+//!   described from the policy its route runs (`docs/openapi.md`).
 //! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
 //!
 //! # Features
@@ -61,6 +63,7 @@
 //! | `nats` | `message::nats`: message handlers on NATS JetStream pull consumers (async-nats) |
 //! | `amqp` | `message::amqp`: message handlers on RabbitMQ queues (lapin) |
 //! | `grpc` | `grpc`: idempotent unary RPCs on tonic, with `google.rpc` error details |
+//! | `openapi` | `openapi`: the idempotency of each route in its utoipa OpenAPI document, read from the running router |
 //!
 //! # The contract
 //!
@@ -100,6 +103,9 @@ pub mod grpc;
 pub mod layer;
 pub mod message;
 mod observe;
+#[cfg(feature = "openapi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
+pub mod openapi;
 pub mod policy;
 mod presented;
 pub mod problem;

@@ -45,6 +45,7 @@
 //! | `nats` | | `message::nats`: message handlers on NATS JetStream | |
 //! | `amqp` | | `message::amqp`: message handlers on RabbitMQ | |
 //! | `grpc` | | `grpc`: idempotent unary RPCs on tonic | |
+//! | `openapi` | | `openapi`: each idempotent operation of a utoipa OpenAPI document described from the policy its route runs | |
 //!
 //! Everything else (the runtime, the flow, the [`Store`] trait, the memory store, the layer,
 //! message handlers, steps) is the crate `idem-core`, re-exported here whole. The authors of a
@@ -60,6 +61,7 @@
 //! [operations of several steps](https://github.com/idem-rs/idem/blob/main/docs/steps.md),
 //! [message handlers](https://github.com/idem-rs/idem/blob/main/docs/messages.md),
 //! [gRPC](https://github.com/idem-rs/idem/blob/main/docs/grpc.md),
+//! [OpenAPI](https://github.com/idem-rs/idem/blob/main/docs/openapi.md),
 //! [Problem Details](https://github.com/idem-rs/idem/blob/main/docs/problems.md),
 //! [logs, metrics and spans](https://github.com/idem-rs/idem/blob/main/docs/observability.md),
 //! [the client](https://github.com/idem-rs/idem/blob/main/docs/client.md) and

@@ -527,14 +527,24 @@ async fn the_openapi_document_describes_the_service() {
         "#/components/schemas/Payment"
     );
     assert!(create["responses"]["201"]["headers"]["Idempotent-Replayed"].is_object());
-    for status in ["400", "401", "409", "413", "415", "422", "500", "503"] {
-        let content = &create["responses"][status]["content"];
+    // The shop's own Problem Details, and idem's beside them where both answer a status.
+    let schema = |status: &str| {
+        create["responses"][status]["content"]["application/problem+json"]["schema"].clone()
+    };
+    let shops = json!({ "$ref": "#/components/schemas/Problem" });
+    assert_eq!(schema("415"), shops);
+    for status in ["400", "401", "503"] {
+        assert_eq!(schema(status)["anyOf"][0], shops, "POST /payments {status}");
+    }
+    for status in ["409", "410", "413", "422", "500"] {
         assert_eq!(
-            content["application/problem+json"]["schema"]["$ref"], "#/components/schemas/Problem",
+            schema(status)["allOf"][0]["$ref"],
+            "#/components/schemas/IdempotencyProblem",
             "POST /payments {status}"
         );
     }
     assert!(create["responses"]["409"]["headers"]["Retry-After"].is_object());
+    assert_eq!(create["x-idempotency"]["ttl"], 86_400);
 
     let receipt = &document["paths"]["/payments/{id}/receipt"]["post"];
     assert_eq!(parameter(receipt, "Idempotency-Key")["required"], false);

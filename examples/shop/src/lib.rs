@@ -227,7 +227,7 @@ impl fmt::Debug for Shop {
 /// Routes that act for a user sit behind an authentication layer, so that a request without
 /// credentials is answered 401 before anything else (before a missing key's 400, say). The
 /// webhook authenticates by its signature instead, the admin API (with `SHOP_ADMIN_TOKEN`) by
-/// its token; `/healthz`, `/metrics`, `/openapi.json` and the problem catalogues
+/// its token; `/healthz`, `/metrics`, `/openapi.json` (see [`openapi`]) and the problem catalogues
 /// (`/problems/idempotency`, `/problems/shop`) are open.
 pub fn app(shop: Shop, idem: Idempotency) -> Router {
     let body_limit = shop.settings().body_limit;
@@ -254,7 +254,6 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
         .route("/webhooks/bank", post(webhooks::bank_webhook))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
-        .route("/openapi.json", get(openapi::openapi_json))
         // Where the `type` of idem's Problem Details leads: what each refusal means.
         .route(idem::problem::CATALOGUE_PATH, get(idem::problem::catalogue))
         // Where the `type` of the shop's own Problem Details leads.
@@ -266,7 +265,7 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
         Some(_) => admin::router(),
         None => Router::new(),
     };
-    users
+    let served = users
         .merge(machines)
         .merge(admin)
         .fallback(route_not_found)
@@ -274,7 +273,9 @@ pub fn app(shop: Shop, idem: Idempotency) -> Router {
         .with_state(shop)
         .layer(DefaultBodyLimit::max(body_limit))
         // `#[idempotent]` handlers find the runtime as a request extension.
-        .layer(Extension(idem))
+        .layer(Extension(idem));
+    // The document of the routes above, as they run.
+    openapi::with_document(served)
 }
 
 async fn route_not_found(request: Request) -> ShopProblem {
@@ -287,7 +288,7 @@ async fn route_not_found(request: Request) -> ShopProblem {
     )
 }
 
-async fn method_not_allowed(request: Request) -> ShopProblem {
+pub(crate) async fn method_not_allowed(request: Request) -> ShopProblem {
     // axum adds the `Allow` header to this answer.
     ShopProblem::new(
         ShopProblemKind::MethodNotAllowed,

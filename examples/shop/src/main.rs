@@ -117,6 +117,8 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let router = shop::app(shop, backend.idem.clone());
+    // The OpenAPI document is made now: a route it cannot describe stops the shop here.
+    shop::openapi::prepare(&router).await?;
     // Transfers whose users gave up are finished by the shop itself, through its own router.
     backend.idem.resumer(router.clone()).start()?;
     shop::serve(

@@ -17,7 +17,6 @@ use crate::{
     auth::User,
     json::{ValidJson, Validate},
     model::{Payment, PaymentList, new_id, now, rules},
-    openapi::IdempotencyKeyHeader,
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
 
@@ -71,16 +70,15 @@ pub type Created<T> = (StatusCode, [(header::HeaderName, String); 1], Json<T>);
     post,
     path = "/payments",
     tag = "payments",
-    params(IdempotencyKeyHeader),
     request_body = NewPayment,
     security(("bearer" = [])),
     responses(
         (status = 201, description = "The payment was made", body = Payment,
             headers(("Location" = String, description = "The payment's URL: `/payments/{id}`"))),
-        (status = 400, description = "The key is missing or malformed, or the body is invalid (nothing was stored: fix it and send it again with the same key)", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 400, description = "The body is invalid (nothing was stored: fix it and send it again with the same key)", body = ProblemBody, content_type = "application/problem+json"),
         (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
-        (status = 503, description = "The idempotency store or the database is unavailable; nothing ran, retry with the same key after `Retry-After`", body = ProblemBody, content_type = "application/problem+json",
+        (status = 503, description = "The database is unavailable; nothing ran, retry with the same key after `Retry-After`", body = ProblemBody, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]

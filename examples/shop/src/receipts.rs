@@ -27,7 +27,6 @@ use crate::{
     auth::User,
     events::{Events, PaymentCreated},
     model::{PaymentReceipt, ReceiptList, new_id, now},
-    openapi::OptionalIdempotencyKeyHeader,
     payments::{PaymentId, payment_not_found},
     problem::{ProblemBody, ShopError},
 };
@@ -83,7 +82,7 @@ impl Mailer {
     post,
     path = "/payments/{id}/receipt",
     tag = "payments",
-    params(("id" = String, Path, description = "The payment's id"), OptionalIdempotencyKeyHeader),
+    params(("id" = String, Path, description = "The payment's id")),
     security(("bearer" = [])),
     responses(
         (status = 202, description = "The receipt is on its way", body = Receipt),

@@ -11,7 +11,6 @@ use crate::{
     json::{ValidJson, Validate},
     ledger::RefundOutcome,
     model::{Refund, new_id, now, rules},
-    openapi::IdempotencyKeyHeader,
     payments::{PaymentId, payment_not_found},
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
@@ -45,17 +44,17 @@ impl Validate for NewRefund {
     post,
     path = "/payments/{id}/refunds",
     tag = "payments",
-    params(("id" = String, Path, description = "The payment's id"), IdempotencyKeyHeader),
+    params(("id" = String, Path, description = "The payment's id")),
     request_body = NewRefund,
     security(("bearer" = [])),
     responses(
         (status = 201, description = "The refund was made", body = Refund),
-        (status = 400, description = "The key is missing or malformed, the body is invalid, or the refund is larger than what is left of the payment", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 400, description = "The body is invalid, or the refund is larger than what is left of the payment", body = ProblemBody, content_type = "application/problem+json"),
         (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
         (status = 404, description = "The caller has no payment with this id", body = ProblemBody, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
         (status = 502, description = "The bank did not confirm the refund; this answer is replayed for the key", body = ProblemBody, content_type = "application/problem+json"),
-        (status = 503, description = "The idempotency store or the database is unavailable; nothing ran", body = ProblemBody, content_type = "application/problem+json",
+        (status = 503, description = "The database is unavailable; nothing ran", body = ProblemBody, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]

@@ -25,7 +25,6 @@ use crate::{
     bank_service::TransferOrder,
     json::{ValidJson, Validate},
     model::{Transfer, TransferList, new_id, now, rules},
-    openapi::IdempotencyKeyHeader,
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
 
@@ -64,16 +63,15 @@ impl Validate for NewTransfer {
     post,
     path = "/transfers",
     tag = "transfers",
-    params(IdempotencyKeyHeader),
     request_body = NewTransfer,
     security(("bearer" = [])),
     responses(
         (status = 201, description = "The bank accepted the transfer", body = Transfer),
-        (status = 400, description = "The key is missing or malformed, or the body is invalid (nothing was stored: fix it and send it again with the same key)", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 400, description = "The body is invalid (nothing was stored: fix it and send it again with the same key)", body = ProblemBody, content_type = "application/problem+json"),
         (status = 401, description = "No `Authorization: Bearer <user-id>`", body = ProblemBody, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
         (status = 502, description = "`bank-unavailable`: the bank did not confirm the transfer yet; the operation stays open, a retry with the same key resumes it (the shop also does, on its own), and the money moves at most once. `bank-refused`: the bank refused it for good; stored, and replayed to every retry", body = ProblemBody, content_type = "application/problem+json"),
-        (status = 503, description = "The idempotency store or the database is unavailable; retry with the same key", body = ProblemBody, content_type = "application/problem+json",
+        (status = 503, description = "The database is unavailable; retry with the same key", body = ProblemBody, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]

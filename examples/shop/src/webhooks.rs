@@ -19,7 +19,6 @@ use crate::{
     bank::SIGNATURE_HEADER,
     json::{BodyRejection, Validate, is_json, parse},
     model::Transfer,
-    openapi::StrictIdempotencyKeyHeader,
     problem::{FieldError, ProblemBody, ShopError, ShopProblem, ShopProblemKind},
 };
 
@@ -101,16 +100,15 @@ impl FromRequest<Shop> for SignedEvent {
     post,
     path = "/webhooks/bank",
     tag = "webhooks",
-    params(StrictIdempotencyKeyHeader),
     request_body = BankEvent,
     security(("bankSignature" = [])),
     responses(
         (status = 200, description = "The event was applied; the transfer as it is now", body = Transfer),
-        (status = 400, description = "The key is missing, not an sf-string, or the event is invalid", body = ProblemBody, content_type = "application/problem+json"),
+        (status = 400, description = "The event is invalid", body = ProblemBody, content_type = "application/problem+json"),
         (status = 401, description = "The signature is not the bank's", body = ProblemBody, content_type = "application/problem+json"),
         (status = 404, description = "No transfer with this id", body = ProblemBody, content_type = "application/problem+json"),
         (status = 415, description = "The body is not JSON", body = ProblemBody, content_type = "application/problem+json"),
-        (status = 503, description = "The idempotency store or the database is unavailable; nothing ran", body = ProblemBody, content_type = "application/problem+json",
+        (status = 503, description = "The database is unavailable; nothing ran", body = ProblemBody, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
     )
 )]

@@ -26,7 +26,7 @@ static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 const LARGEST_STATED: usize = 1 << 30;
 
 /// The largest body that the request with `extensions` may send, if it is at most 1 GiB.
-pub(super) fn of(extensions: &Extensions) -> Option<usize> {
+pub(crate) fn of(extensions: &Extensions) -> Option<usize> {
     if passes(extensions, LARGEST_STATED + 1) {
         return None;
     }

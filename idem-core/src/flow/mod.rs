@@ -29,7 +29,7 @@
 #![allow(clippy::result_large_err)]
 
 mod admit;
-mod body_limit;
+pub(crate) mod body_limit;
 mod decide;
 mod detach;
 mod execute;

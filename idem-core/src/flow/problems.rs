@@ -60,7 +60,7 @@ pub(crate) fn principal_missing(idem: &Idempotency, scope: &Scope, route: &Route
             scope = scope.name(),
             "idempotency: a request had no principal for its key's scope and was answered 401. \
              For scope `user`, the application's authentication must insert \
-             `idem_core::Principal` into the request's extensions before idempotency runs: as \
+             `idem::Principal` into the request's extensions before idempotency runs: as \
              a middleware added with `Router::layer` after (outside) the IdempotencyLayer, or, \
              with `#[idempotent]`, as an extractor argument of the handler. Custom scopes need \
              a `ResolvePrincipal` on the runtime. (Logged once.)"
