@@ -18,7 +18,7 @@ use idem_core::{
     store::{
         BoxError, Claim, ClaimOutcome, Held, LeaseToken, RecordState, StepSupport, Store,
         StoreError, StoreTransaction,
-        steps::{DueOperation, RecordedStep},
+        operation::{DueOperation, RecordedStep},
     },
 };
 

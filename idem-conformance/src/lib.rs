@@ -48,7 +48,7 @@ use tokio::time::sleep;
 
 use idem_core::store::{
     Claim, ClaimOutcome, LeaseToken, StepSupport, Store, StoreError,
-    steps::{KeptRequest, Progress, RecordedStep, Resumable},
+    operation::{KeptRequest, Progress, RecordedStep, Resumable},
 };
 use idem_core::{
     fingerprint::{Fingerprint, FingerprintMode},

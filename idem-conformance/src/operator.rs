@@ -16,7 +16,7 @@ use crate::{
 use idem_core::store::{
     Claim, ClaimOutcome, LeaseToken, StepSupport, Store,
     held::{Held, InFlightRecord, RecordState},
-    steps::{KeptRequest, Resumable},
+    operation::{KeptRequest, Resumable},
 };
 
 /// How far a duration a store reports may be from the one it was given: stores keep whole

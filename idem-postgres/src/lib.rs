@@ -125,7 +125,7 @@ pub use self::{
 use idem_core::store::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction,
     held::{Held, RecordState},
-    steps::{DueOperation, KeptRequest, Progress, RecordedStep, StepSupport, decode_steps},
+    operation::{DueOperation, KeptRequest, Progress, RecordedStep, StepSupport, decode_steps},
 };
 use idem_core::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 

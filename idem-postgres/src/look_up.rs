@@ -13,7 +13,7 @@ use idem_core::{
     store::{
         StoreError,
         held::{CompletedRecord, Held, InFlightRecord},
-        steps::decode_steps,
+        operation::decode_steps,
     },
 };
 

@@ -16,7 +16,7 @@ use idem_core::{
     fingerprint::Fingerprint,
     replay::StoredResponse,
     scope::StoreKey,
-    store::{Claim, LeaseToken, steps::RecordedStep},
+    store::{Claim, LeaseToken, operation::RecordedStep},
 };
 
 /// The version of [`StoredResponse::as_bytes`]'s format the store writes, kept in the

@@ -9,7 +9,7 @@ use super::{error, sql::Statements};
 use idem_core::{
     replay::StoredResponse,
     scope::StoreKey,
-    store::{LeaseToken, StoreError, StoreTransaction, steps::RecordedStep},
+    store::{LeaseToken, StoreError, StoreTransaction, operation::RecordedStep},
 };
 
 /// The transaction [`PostgresStore`](super::PostgresStore) opens for one request

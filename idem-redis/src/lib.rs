@@ -128,7 +128,7 @@ use self::{
 use idem_core::store::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
     held::{CompletedRecord, Held, InFlightRecord, RecordState},
-    steps::{Progress, RecordedStep, StepSupport, decode_steps},
+    operation::{Progress, RecordedStep, StepSupport, decode_steps},
 };
 use idem_core::{
     fingerprint::Fingerprint,

@@ -12,8 +12,8 @@ use idem::{
     IdempotencyKey, StoreKey, fingerprint::Fingerprint, postgres::PostgresStore,
     postgres::SweepPace, postgres::TableName, postgres::TableNameError, postgres::migration_files,
     postgres::migration_sql, replay::StoredResponse, store::Claim, store::ClaimOutcome,
-    store::LeaseToken, store::Store, store::StoreError, store::steps::KeptRequest,
-    store::steps::RecordedStep, store::steps::Resumable,
+    store::LeaseToken, store::Store, store::StoreError, store::operation::KeptRequest,
+    store::operation::RecordedStep, store::operation::Resumable,
 };
 use idem_conformance::{fingerprint, new_key};
 use idem_tests::postgres_fixture::{admin_pool, count, database_url, drop_table, fresh_store};

@@ -608,7 +608,7 @@ async fn recorded_steps_that_do_not_decode_are_a_store_error() {
         store.claim(claim(&key, &fp, token)).await.unwrap(),
         ClaimOutcome::Claimed
     );
-    let step = idem::store::steps::RecordedStep::new("bank", Bytes::from_static(b"{}"));
+    let step = idem::store::operation::RecordedStep::new("bank", Bytes::from_static(b"{}"));
     store.record_step(&key, token, 0, &step).await.unwrap();
     store.suspend(&key, token, None).await.unwrap();
     // The one step's bytes become two that no step decodes from (a step of version 7), in a

@@ -15,7 +15,7 @@ use crate::{
     runtime::Idempotency,
     scope::{Principal, Route, StoreKey},
     steps::Resumption,
-    store::steps::KeptRequest,
+    store::operation::KeptRequest,
 };
 
 /// A request that passed the checks that need no store.

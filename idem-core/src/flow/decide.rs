@@ -16,7 +16,7 @@ use crate::{
     scope::{Route, StoreKey},
     store::{
         Claim, ClaimOutcome, LeaseToken, StepSupport, StoreError,
-        steps::{KeptRequest, Progress, Resumable},
+        operation::{KeptRequest, Progress, Resumable},
     },
 };
 

@@ -14,7 +14,7 @@ use crate::{
     scope::StoreKey,
     store::{
         Claim, ClaimOutcome, Held, LeaseToken, RecordState, StoreError, StoreTransaction,
-        steps::{DueOperation, RecordedStep},
+        operation::{DueOperation, RecordedStep},
     },
 };
 

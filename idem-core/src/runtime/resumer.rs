@@ -43,7 +43,7 @@ use crate::{
     steps::Resumption,
     store::{
         StepSupport, StoreError,
-        steps::{DueOperation, KeptRequest},
+        operation::{DueOperation, KeptRequest},
     },
 };
 

@@ -4,7 +4,7 @@
 
 use crate::{
     scope::StoreKey,
-    store::{LeaseToken, steps::RecordedStep},
+    store::{LeaseToken, operation::RecordedStep},
 };
 
 /// The record this run holds: set by the flow before the handler runs under a claim, absent

@@ -89,7 +89,7 @@ use crate::{
     scope::StoreKey,
     store::{
         StepSupport, StoreError,
-        steps::{MAX_STEP_NAME_LEN, RecordedStep},
+        operation::{MAX_STEP_NAME_LEN, RecordedStep},
     },
 };
 

@@ -71,7 +71,7 @@
 //!
 //!
 //! A store that keeps the steps of operations of several steps ([`Store::step_support`],
-//! see [`steps`] and docs/steps.md) keeps three more:
+//! see [`operation`] and docs/steps.md) keeps three more:
 //!
 //! 11. **Steps in order.** [`record_step`](Store::record_step) appends the step at `index` to
 //!     the record in flight under the caller's token, and only if the record holds exactly
@@ -117,7 +117,7 @@
 
 pub mod held;
 pub mod memory;
-pub mod steps;
+pub mod operation;
 
 use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 
@@ -125,8 +125,8 @@ use async_trait::async_trait;
 
 pub use self::held::{Held, RecordState};
 pub use self::memory::MemoryStore;
-pub use self::steps::StepSupport;
-use self::steps::{DueOperation, Progress, RecordedStep, Resumable};
+pub use self::operation::StepSupport;
+use self::operation::{DueOperation, Progress, RecordedStep, Resumable};
 use crate::{
     fingerprint::{Fingerprint, FingerprintAlgorithm},
     replay::StoredResponse,

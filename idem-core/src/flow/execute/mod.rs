@@ -32,7 +32,7 @@ use crate::{
     runtime::Idempotency,
     scope::{Route, StoreKey},
     steps::journal::{Held, Stop},
-    store::{StoreError, steps::KeptRequest},
+    store::{StoreError, operation::KeptRequest},
 };
 
 /// A claimed key and what the runtime needs to finish its request.

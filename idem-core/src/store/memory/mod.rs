@@ -71,7 +71,7 @@ pub use self::fill::Fill;
 use super::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
     held::{CompletedRecord, Held, InFlightRecord, RecordState},
-    steps::{Progress, RecordedStep, StepSupport},
+    operation::{Progress, RecordedStep, StepSupport},
 };
 use crate::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
 

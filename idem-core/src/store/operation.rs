@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use idem::store::steps::{RecordedStep, decode_steps};
+//! use idem::store::operation::{RecordedStep, decode_steps};
 //!
 //! let bank = RecordedStep::new("bank-order", Bytes::from_static(br#"{"id":"bt_1"}"#));
 //! let ledger = RecordedStep::new("ledger", Bytes::from_static(br#"{"row":7}"#));
