@@ -7,7 +7,7 @@ use reqwest::Url;
 use serde_json::Value;
 
 use crate::{
-    exchange::{Exchange, Outcome, Probe},
+    exchange::{Exchange, Probe, Received},
     show,
     wire::{Abort, Wire},
 };
@@ -67,16 +67,16 @@ impl Counter {
 
     /// The count an exchange with the listing says, or why it says none.
     fn count(&self, exchange: &Exchange) -> Result<usize, String> {
-        let answer = match &exchange.outcome {
-            Outcome::Answered(answer) if answer.status == 200 => answer,
-            Outcome::Answered(answer) => {
+        let answer = match &exchange.received {
+            Received::Answered(answer) if answer.status == 200 => answer,
+            Received::Answered(answer) => {
                 return Err(format!(
                     "answered {}: {}",
                     answer.status.as_u16(),
                     show::body_text(&answer.body)
                 ));
             }
-            _ => return Err(format!("did not answer: {}", show::outcome(exchange))),
+            _ => return Err(format!("did not answer: {}", show::summary(exchange))),
         };
         let body = show::body_text(&answer.body);
         let value: Value = serde_json::from_slice(&answer.body)

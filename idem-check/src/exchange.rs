@@ -51,7 +51,7 @@ impl Probe {
 
 /// What came back.
 #[derive(Clone, Debug)]
-pub(crate) enum Outcome {
+pub(crate) enum Received {
     /// An answer, read whole (or as much of it as the wire reads).
     Answered(Answer),
     /// The client gave up as the probe asked, with no answer yet.
@@ -115,7 +115,7 @@ impl Answer {
 #[derive(Clone, Debug)]
 pub(crate) struct Exchange {
     pub(crate) probe: Probe,
-    pub(crate) outcome: Outcome,
+    pub(crate) received: Received,
     /// When the request was sent.
     pub(crate) started: Instant,
     pub(crate) elapsed: Duration,
@@ -124,8 +124,8 @@ pub(crate) struct Exchange {
 impl Exchange {
     /// The answer, if there was one.
     pub(crate) fn answer(&self) -> Option<&Answer> {
-        match &self.outcome {
-            Outcome::Answered(answer) => Some(answer),
+        match &self.received {
+            Received::Answered(answer) => Some(answer),
             _ => None,
         }
     }
@@ -135,7 +135,7 @@ impl Exchange {
         self.answer().map(|answer| answer.status)
     }
 
-    /// When the outcome came.
+    /// When it was received.
     pub(crate) fn ended(&self) -> Instant {
         self.started + self.elapsed
     }

@@ -72,7 +72,7 @@ pub(crate) async fn run(session: &Session<'_>) -> Result<Baseline, Abort> {
         return Err(Abort::Unusable(format!(
             "the other body ({other_body_note}), sent with a fresh key, was answered {}: case 2 \
              needs another valid request; give one with --other-body\n{}",
-            show::outcome(&other),
+            show::summary(&other),
             show::exchange(&other)
         )));
     }
@@ -168,7 +168,7 @@ async fn other_spelling(
              the key is written)",
             unusable(&first.exchange, "the request"),
             spelling(other),
-            show::outcome(&retry)
+            show::summary(&retry)
         )));
     }
     if let Some(style) = chosen {
@@ -204,7 +204,7 @@ async fn other_spelling(
 /// A refusal in a few words: its status, and its Problem Details' title or its body.
 fn refusal_text(exchange: &Exchange) -> String {
     let Some(answer) = exchange.answer() else {
-        return show::outcome(exchange);
+        return show::summary(exchange);
     };
     let said = ProblemDetails::from_json(&answer.body)
         .and_then(|problem| problem.title().or(problem.detail()).map(str::to_owned))
@@ -253,7 +253,7 @@ fn usable(exchange: &Exchange, what: &str) -> Result<(), Abort> {
     let Some(answer) = exchange.answer() else {
         return Err(Abort::Unusable(format!(
             "{what} got no answer: {}",
-            show::outcome(exchange)
+            show::summary(exchange)
         )));
     };
     if !answer.succeeded() {
@@ -280,7 +280,7 @@ fn unusable(exchange: &Exchange, what: &str) -> String {
     format!(
         "{what}, sent with a fresh key, was answered {}: the cases need a request that \
          succeeds; check the URL, the body and the headers (-H)\n{}",
-        show::outcome(exchange),
+        show::summary(exchange),
         show::exchange(exchange)
     )
 }

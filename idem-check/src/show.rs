@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::HeaderValue;
 
-use crate::exchange::{Exchange, IDEMPOTENT_REPLAYED, Outcome, Principal, Probe};
+use crate::exchange::{Exchange, IDEMPOTENT_REPLAYED, Principal, Probe, Received};
 
 /// The most characters of a body or a key shown.
 const SHOWN: usize = 160;
@@ -18,7 +18,7 @@ pub(crate) fn exchange(exchange: &Exchange) -> String {
     format!(
         "{}\n{}",
         sent(&exchange.probe),
-        received(&exchange.outcome, exchange.elapsed)
+        received(&exchange.received, exchange.elapsed)
     )
 }
 
@@ -42,9 +42,9 @@ pub(crate) fn sent(probe: &Probe) -> String {
 }
 
 /// `← 201, Idempotent-Replayed: true, in 3 ms: {"id":"pay_1"}`.
-pub(crate) fn received(outcome: &Outcome, elapsed: Duration) -> String {
-    match outcome {
-        Outcome::Answered(answer) => {
+pub(crate) fn received(received: &Received, elapsed: Duration) -> String {
+    match received {
+        Received::Answered(answer) => {
             let mut line = format!("← {}", answer.status.as_u16());
             if let Some(media) = answer.media_type() {
                 line.push_str(&format!(" {media}"));
@@ -64,19 +64,19 @@ pub(crate) fn received(outcome: &Outcome, elapsed: Duration) -> String {
             }
             line
         }
-        Outcome::GaveUp(after) => {
+        Received::GaveUp(after) => {
             format!("← nothing: the client gave up after {}", duration(*after))
         }
-        Outcome::NoAnswer(why) => format!("← no answer after {}: {why}", duration(elapsed)),
+        Received::NoAnswer(why) => format!("← no answer after {}: {why}", duration(elapsed)),
     }
 }
 
-/// A one-line summary of an outcome: `201`, `409`, `no answer (connection reset)`.
-pub(crate) fn outcome(exchange: &Exchange) -> String {
-    match &exchange.outcome {
-        Outcome::Answered(answer) => answer.status.as_u16().to_string(),
-        Outcome::GaveUp(after) => format!("no answer within {}", duration(*after)),
-        Outcome::NoAnswer(why) => format!("no answer ({why})"),
+/// A one-line summary of what an exchange received: `201`, `409`, `no answer (connection reset)`.
+pub(crate) fn summary(exchange: &Exchange) -> String {
+    match &exchange.received {
+        Received::Answered(answer) => answer.status.as_u16().to_string(),
+        Received::GaveUp(after) => format!("no answer within {}", duration(*after)),
+        Received::NoAnswer(why) => format!("no answer ({why})"),
     }
 }
 

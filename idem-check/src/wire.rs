@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::{
     duration,
-    exchange::{Answer, Exchange, Outcome, Probe},
+    exchange::{Answer, Exchange, Probe, Received},
 };
 
 /// The most of a body that is read; the rest is dropped. Enough for any answer a case compares.
@@ -139,26 +139,26 @@ impl Wire {
         let bound = self.request_timeout.min(time_left);
         let limit = probe.give_up_after.map_or(bound, |after| after.min(bound));
         let started = Instant::now();
-        let outcome = tokio::time::timeout(limit, self.exchange(&probe)).await;
+        let waited = tokio::time::timeout(limit, self.exchange(&probe)).await;
         let elapsed = started.elapsed();
-        let outcome = match outcome {
-            Ok(Ok(answer)) => Outcome::Answered(answer),
+        let received = match waited {
+            Ok(Ok(answer)) => Received::Answered(answer),
             Ok(Err(error)) if error.is_connect() => {
                 return Err(Abort::Unreachable {
                     url: probe.url.to_string(),
                     reason: root_cause(&error),
                 });
             }
-            Ok(Err(error)) => Outcome::NoAnswer(root_cause(&error)),
+            Ok(Err(error)) => Received::NoAnswer(root_cause(&error)),
             Err(_) if probe.give_up_after.is_some_and(|after| after <= bound) => {
-                Outcome::GaveUp(limit)
+                Received::GaveUp(limit)
             }
             Err(_) if bound < self.request_timeout => return Err(Abort::OutOfTime(self.max_time)),
-            Err(_) => Outcome::NoAnswer(format!("no answer within {}", duration::show(limit))),
+            Err(_) => Received::NoAnswer(format!("no answer within {}", duration::show(limit))),
         };
         Ok(Exchange {
             probe,
-            outcome,
+            received,
             started,
             elapsed,
         })

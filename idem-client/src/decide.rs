@@ -6,7 +6,7 @@ use crate::{ProblemDetails, ProblemKind};
 
 /// What an attempt's outcome calls for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum Ruling {
     /// A successful answer: the call is done.
     Done,
     /// Worth another attempt with the same key and body.
@@ -15,31 +15,31 @@ pub(crate) enum Verdict {
     Fail,
 }
 
-/// The verdict on an answer with `status`; `replayed` when it says `Idempotent-Replayed: true`.
-pub(crate) fn on_status(status: StatusCode, replayed: bool) -> Verdict {
+/// The ruling on an answer with `status`; `replayed` when it says `Idempotent-Replayed: true`.
+pub(crate) fn on_status(status: StatusCode, replayed: bool) -> Ruling {
     match status.as_u16() {
-        ..400 => Verdict::Done,
+        ..400 => Ruling::Done,
         // A stored answer is what every retry with this key will get.
-        _ if replayed => Verdict::Fail,
+        _ if replayed => Ruling::Fail,
         // In flight (409) and rate limited (429): the server asks the client to come back.
-        409 | 429 => Verdict::Retry,
+        409 | 429 => Ruling::Retry,
         // Not implemented: a retry meets the same server.
-        501 => Verdict::Fail,
-        500..=599 => Verdict::Retry,
+        501 => Ruling::Fail,
+        500..=599 => Ruling::Retry,
         // Every other 4xx: the request itself is wrong.
-        _ => Verdict::Fail,
+        _ => Ruling::Fail,
     }
 }
 
-/// The verdict on an attempt that got no answer.
-pub(crate) fn on_error(error: &reqwest::Error) -> Verdict {
+/// The ruling on an attempt that got no answer.
+pub(crate) fn on_error(error: &reqwest::Error) -> Ruling {
     if error.is_builder() || error.is_redirect() {
         // The request is invalid, or the server redirects in circles: the same every time.
-        Verdict::Fail
+        Ruling::Fail
     } else {
         // Connection refused, reset or closed before the answer, a timeout, a body cut short:
         // the request may or may not have reached the server, which is what the key is for.
-        Verdict::Retry
+        Ruling::Retry
     }
 }
 
@@ -59,24 +59,24 @@ pub(crate) fn is_key_reused(status: StatusCode, problem: Option<&ProblemDetails>
 mod tests {
     use super::*;
 
-    fn verdict(status: u16, replayed: bool) -> Verdict {
+    fn ruling(status: u16, replayed: bool) -> Ruling {
         on_status(StatusCode::from_u16(status).unwrap(), replayed)
     }
 
     #[test]
     fn the_retry_table() {
         for status in [200, 201, 204, 302] {
-            assert_eq!(verdict(status, false), Verdict::Done, "{status}");
-            assert_eq!(verdict(status, true), Verdict::Done, "{status}");
+            assert_eq!(ruling(status, false), Ruling::Done, "{status}");
+            assert_eq!(ruling(status, true), Ruling::Done, "{status}");
         }
         for status in [409, 429, 500, 502, 503, 504, 507, 599] {
-            assert_eq!(verdict(status, false), Verdict::Retry, "{status}");
+            assert_eq!(ruling(status, false), Ruling::Retry, "{status}");
         }
         for status in [400, 401, 403, 404, 405, 410, 413, 415, 418, 422, 451, 501] {
-            assert_eq!(verdict(status, false), Verdict::Fail, "{status}");
+            assert_eq!(ruling(status, false), Ruling::Fail, "{status}");
         }
         for status in [500, 502, 503] {
-            assert_eq!(verdict(status, true), Verdict::Fail, "a stored {status}");
+            assert_eq!(ruling(status, true), Ruling::Fail, "a stored {status}");
         }
     }
 

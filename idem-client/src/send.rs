@@ -1,4 +1,4 @@
-//! The call: send, judge the outcome, wait, send the same bytes again.
+//! The call: send, judge what it met, wait, send the same bytes again.
 
 use std::time::{Duration, SystemTime};
 
@@ -14,13 +14,13 @@ use crate::{
     RetryPolicy,
     answer::is_replayed,
     backoff,
-    decide::{self, Verdict},
+    decide::{self, Ruling},
     error::humanize,
     retry_after::retry_after,
 };
 
 /// What one attempt met.
-enum Outcome {
+enum Met {
     Success {
         status: StatusCode,
         headers: HeaderMap,
@@ -95,21 +95,21 @@ impl RetryPolicy {
             let timeout = self
                 .attempt_timeout
                 .min(call.deadline.saturating_duration_since(Instant::now()));
-            let outcome = tokio::time::timeout(timeout, self.attempt(client, copy))
+            let met = tokio::time::timeout(timeout, self.attempt(client, copy))
                 .await
-                .unwrap_or(Outcome::TimedOut(timeout));
-            match self.next(&call, outcome) {
+                .unwrap_or(Met::TimedOut(timeout));
+            match self.next(&call, met) {
                 Next::Finish(result) => return result,
                 Next::Retry(kind, after) => self.pause(&call, kind, after).await?,
             }
         }
     }
 
-    /// What an attempt's outcome leads to: the end of the call, or another attempt (the
+    /// What an attempt met leads to: the end of the call, or another attempt (the
     /// table of the crate documentation).
-    fn next(&self, call: &Call<'_>, outcome: Outcome) -> Next {
-        match outcome {
-            Outcome::Success {
+    fn next(&self, call: &Call<'_>, met: Met) -> Next {
+        match met {
+            Met::Success {
                 status,
                 headers,
                 body,
@@ -117,31 +117,31 @@ impl RetryPolicy {
                 call.log_answered(status, &headers);
                 Next::Finish(Ok(call.answer(status, headers, body)))
             }
-            Outcome::TooLarge(status) => {
+            Met::TooLarge(status) => {
                 let limit = self.max_response_body;
                 Next::Finish(Err(
                     call.failed(ErrorKind::ResponseTooLarge { status, limit })
                 ))
             }
-            Outcome::Error(answer) => {
-                let verdict = decide::on_status(answer.status, answer.is_replayed());
+            Met::Error(answer) => {
+                let ruling = decide::on_status(answer.status, answer.is_replayed());
                 let after = retry_after(&answer.headers, SystemTime::now());
                 let kind = if decide::is_key_reused(answer.status, answer.problem()) {
                     ErrorKind::KeyReused(answer)
                 } else {
                     ErrorKind::Status(answer)
                 };
-                if verdict == Verdict::Retry {
+                if ruling == Ruling::Retry {
                     return Next::Retry(kind, after);
                 }
                 call.log_refused(&kind);
                 Next::Finish(Err(call.failed(kind)))
             }
-            Outcome::Transport(error) if decide::on_error(&error) != Verdict::Retry => {
+            Met::Transport(error) if decide::on_error(&error) != Ruling::Retry => {
                 Next::Finish(Err(call.failed(ErrorKind::Transport(error))))
             }
-            Outcome::Transport(error) => Next::Retry(ErrorKind::Transport(error), None),
-            Outcome::TimedOut(timeout) => Next::Retry(ErrorKind::TimedOut(timeout), None),
+            Met::Transport(error) => Next::Retry(ErrorKind::Transport(error), None),
+            Met::TimedOut(timeout) => Next::Retry(ErrorKind::TimedOut(timeout), None),
         }
     }
 
@@ -168,10 +168,10 @@ impl RetryPolicy {
     }
 
     /// Sends one copy and reads its answer, within the bounds of this policy.
-    async fn attempt(&self, client: &Client, request: Request) -> Outcome {
+    async fn attempt(&self, client: &Client, request: Request) -> Met {
         let response = match client.execute(request).await {
             Ok(response) => response,
-            Err(error) => return Outcome::Transport(error),
+            Err(error) => return Met::Transport(error),
         };
         let status = response.status();
         let headers = response.headers().clone();
@@ -180,16 +180,16 @@ impl RetryPolicy {
                 .content_length()
                 .is_some_and(|length| length > self.max_response_body as u64)
             {
-                return Outcome::TooLarge(status);
+                return Met::TooLarge(status);
             }
             match read_at_most(response, self.max_response_body).await {
-                Ok((body, false)) => Outcome::Success {
+                Ok((body, false)) => Met::Success {
                     status,
                     headers,
                     body,
                 },
-                Ok((_, true)) => Outcome::TooLarge(status),
-                Err(error) => Outcome::Transport(error),
+                Ok((_, true)) => Met::TooLarge(status),
+                Err(error) => Met::Transport(error),
             }
         } else {
             match read_at_most(response, self.max_error_body).await {
@@ -199,7 +199,7 @@ impl RetryPolicy {
                     } else {
                         ProblemDetails::from_answer(&headers, &body)
                     };
-                    Outcome::Error(ErrorAnswer {
+                    Met::Error(ErrorAnswer {
                         status,
                         headers,
                         body,
@@ -207,13 +207,13 @@ impl RetryPolicy {
                         problem,
                     })
                 }
-                Err(error) => Outcome::Transport(error),
+                Err(error) => Met::Transport(error),
             }
         }
     }
 }
 
-/// What an attempt's outcome leads to.
+/// What an attempt met leads to.
 enum Next {
     /// The call is over.
     Finish(Result<Answer, ClientError>),

@@ -11,13 +11,13 @@ pub use http::HeaderName;
 pub use idem_protocol::key::KeySyntax;
 
 pub use crate::{
-    annotated::{
+    door::annotated::{
         Idempotent,
         arguments::{Arguments, FromLastArg, FromRequestArgs, ViaParts, ViaRequest},
         handler::{HandlerFn, HandlerFuture, boxed, boxed_response},
         last_argument::{Guard, LastArgument},
     },
-    attribute::Marker,
+    door::attribute::Marker,
     fingerprint::FingerprintMode,
     flow::RequestFuture,
     message::{MessageHandler, MessageKey},
@@ -28,5 +28,5 @@ pub use crate::{
 /// What the expansion of `#[idempotent]` on a gRPC method names.
 #[cfg(feature = "grpc")]
 pub mod grpc {
-    pub use crate::grpc::{Method, unary};
+    pub use crate::door::grpc::{Method, unary};
 }

@@ -91,23 +91,16 @@
 
 #[doc(hidden)]
 pub mod __private;
-mod annotated;
-mod attribute;
 mod context;
+mod door;
 pub mod extract;
 pub mod fingerprint;
 mod flow;
-#[cfg(feature = "grpc")]
-#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
-pub mod grpc;
-pub mod layer;
-pub mod message;
 mod observe;
 #[cfg(feature = "openapi")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]
 pub mod openapi;
 pub mod policy;
-mod presented;
 pub mod problem;
 pub mod replay;
 mod runtime;
@@ -119,6 +112,11 @@ pub mod store;
 /// crate `idem-protocol`, which the client shares).
 #[doc(inline)]
 pub use idem_protocol::key;
+
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+pub use crate::door::grpc;
+pub use crate::door::{layer, message};
 
 pub use crate::{
     context::{IdempotencyContext, TransactionGuard},

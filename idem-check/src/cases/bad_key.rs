@@ -92,7 +92,7 @@ async fn refused(
     let Some(answer) = exchange.answer() else {
         judgement.defect(format!(
             "{what} got no answer: {}",
-            show::outcome(&exchange)
+            show::summary(&exchange)
         ));
         return Ok(judgement);
     };

@@ -248,7 +248,7 @@ fn judge_others(judgement: &mut Judgement, exchanges: &[Exchange]) {
             )),
             _ => judgement.defect(format!(
                 "a simultaneous duplicate was answered {}",
-                show::outcome(exchange)
+                show::summary(exchange)
             )),
         }
     }
@@ -264,7 +264,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        exchange::{Outcome, Principal},
+        exchange::{Principal, Received},
         verdict::{Basis, Verdict},
     };
 
@@ -280,7 +280,7 @@ mod tests {
                 principal: Principal::First,
                 give_up_after: None,
             },
-            outcome: Outcome::Answered(Answer {
+            received: Received::Answered(Answer {
                 status: StatusCode::from_u16(status).unwrap(),
                 headers: HeaderMap::new(),
                 body: Bytes::from(body.to_owned()),

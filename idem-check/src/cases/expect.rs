@@ -67,7 +67,7 @@ pub(crate) fn retry_got_first(
             false
         }
         Retry::NoAnswer => {
-            judgement.defect(format!("{what} got no answer: {}", show::outcome(again)));
+            judgement.defect(format!("{what} got no answer: {}", show::summary(again)));
             false
         }
     }

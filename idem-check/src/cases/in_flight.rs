@@ -94,8 +94,8 @@ fn which_ran(
         (false, false) => {
             judgement.defect(format!(
                 "neither request got the operation's answer: {} and {}",
-                show::outcome(first),
-                show::outcome(second)
+                show::summary(first),
+                show::summary(second)
             ));
             None
         }
@@ -114,7 +114,7 @@ async fn judge_duplicate(
     let Some(answer) = other.answer() else {
         judgement.defect(format!(
             "the duplicate got no answer while the first ran: {}",
-            show::outcome(other)
+            show::summary(other)
         ));
         return Ok(None);
     };

@@ -73,7 +73,7 @@ fn answered<'e>(judgement: &mut Judgement, exchange: &'e Exchange) -> Option<&'e
     if answer.is_none() {
         judgement.defect(format!(
             "a request without a key got no answer: {}",
-            show::outcome(exchange)
+            show::summary(exchange)
         ));
     }
     answer

@@ -39,7 +39,7 @@ impl Pair {
         let Some(answer) = first.answer().filter(|_| first.succeeded()).cloned() else {
             judgement.defect(format!(
                 "the request itself, with a fresh key, was answered {}",
-                show::outcome(&first)
+                show::summary(&first)
             ));
             return Ok(None);
         };
@@ -64,7 +64,7 @@ impl Pair {
         if answer.is_none() {
             judgement.defect(format!(
                 "{what} got no answer: {}",
-                show::outcome(&self.second)
+                show::summary(&self.second)
             ));
         }
         answer

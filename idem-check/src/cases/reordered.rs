@@ -86,7 +86,7 @@ fn order_sensitive(judgement: &mut Judgement, first: &Answer, status: u16, space
     let Some(answer) = spaced.answer() else {
         judgement.defect(format!(
             "{refused}, and the same body spaced otherwise got no answer: {}",
-            show::outcome(spaced)
+            show::summary(spaced)
         ));
         return;
     };

@@ -46,8 +46,8 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         (Some(without), Some(with)) => judge(&mut judgement, post, without, with),
         _ => judgement.defect(format!(
             "a GET got no answer: {} without a key, {} with one",
-            show::outcome(&plain),
-            show::outcome(&keyed)
+            show::summary(&plain),
+            show::summary(&keyed)
         )),
     }
     Ok(judgement)

@@ -41,7 +41,7 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         judgement.undecided(format!(
             "the failing variant was answered {}, not 5xx: case 7 needs a request the server \
              fails",
-            show::outcome(&first)
+            show::summary(&first)
         ));
         return Ok(judgement);
     };
@@ -75,7 +75,7 @@ impl Retry<'_> {
         let Some(answer) = self.again.answer() else {
             judgement.defect(format!(
                 "the retry after a 5xx got no answer: {}",
-                show::outcome(self.again)
+                show::summary(self.again)
             ));
             return;
         };

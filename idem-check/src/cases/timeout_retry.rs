@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::{
     cases::{About, Context, Judgement, expect},
     count::Effects,
-    exchange::{Answer, Exchange, Outcome, Probe},
+    exchange::{Answer, Exchange, Probe, Received},
     plan::{Listing, Need, Plan},
     session::fresh_key,
     show,
@@ -51,7 +51,7 @@ pub(super) async fn run(ctx: &mut Context<'_>) -> Result<Judgement, Abort> {
         })
         .await?;
     let mut judgement = Judgement::of([first.clone()]);
-    if let Outcome::Answered(answer) = &first.outcome {
+    if let Received::Answered(answer) = &first.received {
         judgement.undecided(format!(
             "the slow request was answered ({}) in {}, before the client gave up after {}: \
              make it slower or lower --timeout-ms",
@@ -109,7 +109,7 @@ async fn retry_through_conflicts(
 fn judge_last(judgement: &mut Judgement, retries: &[Exchange], effects: Option<&Effects>) {
     let last = retries.last().expect("at least one retry is sent");
     let Some(answer) = last.answer() else {
-        judgement.defect(format!("the retry got no answer: {}", show::outcome(last)));
+        judgement.defect(format!("the retry got no answer: {}", show::summary(last)));
         return;
     };
     let status = answer.status.as_u16();

@@ -14,7 +14,7 @@ use crate::{
     replay::capture::BodyBuffer,
     runtime::Idempotency,
     scope::{Principal, Route, StoreKey},
-    steps::Resumption,
+    steps::resumption::Resumption,
     store::operation::KeptRequest,
 };
 

@@ -83,8 +83,8 @@ pub(super) async fn decide(
         // A waiting request claims again rather than only looking: if the first request
         // released its key or its lease lapsed meanwhile, this one takes over at once.
         match attempt(idem, policy, key, fingerprint, route, resumable).await {
-            Attempt::Decided(decision) => return decision,
-            Attempt::InFlight => {
+            Some(decision) => return decision,
+            None => {
                 let now = Instant::now();
                 match deadline {
                     Some(deadline) if now < deadline => {
@@ -106,13 +106,8 @@ pub(super) async fn decide(
     }
 }
 
-/// What one claim of the store came to.
-enum Attempt {
-    Decided(Decision),
-    InFlight,
-}
-
-/// One claim of the store.
+/// One claim of the store: the decision it leads to, or `None` while another request holds
+/// the key (a waiting request claims again).
 async fn attempt(
     idem: &Idempotency,
     policy: &Policy,
@@ -120,7 +115,7 @@ async fn attempt(
     fingerprint: &Fingerprint,
     route: &Route,
     resumable: Option<Resumable<'_>>,
-) -> Attempt {
+) -> Option<Decision> {
     let claim = Claim {
         key,
         fingerprint,
@@ -151,7 +146,7 @@ async fn attempt(
                 "the claim failed",
                 &error,
             );
-            return Attempt::Decided(match (&error, policy.on_store_error) {
+            return Some(match (&error, policy.on_store_error) {
                 // The store answered, and released the claim: running without a record would
                 // be the loss its durability setting is there to prevent.
                 (StoreError::NotDurable(_), _) => {
@@ -165,7 +160,7 @@ async fn attempt(
     match outcome {
         ClaimOutcome::Claimed => {
             record(route, key, Outcome::Claimed, &"running the handler");
-            Attempt::Decided(Decision::Run(Lease {
+            Some(Decision::Run(Lease {
                 token: claim.token,
                 lifetime: claim.in_flight_lifetime(),
                 progress: None,
@@ -179,19 +174,21 @@ async fn attempt(
                 progress.suspensions
             );
             record(route, key, Outcome::Resumed, &detail);
-            Attempt::Decided(Decision::Run(Lease {
+            Some(Decision::Run(Lease {
                 token: claim.token,
                 lifetime: claim.in_flight_lifetime(),
                 progress: Some(Box::new(progress)),
             }))
         }
-        ClaimOutcome::InFlight => Attempt::InFlight,
-        ClaimOutcome::Completed(stored) => {
-            Attempt::Decided(replay(idem, stored, route, key, "from the store"))
-        }
-        ClaimOutcome::Mismatch { stored_algorithm } => Attempt::Decided(Decision::Respond(
-            mismatch(idem, route, key, fingerprint, stored_algorithm),
-        )),
+        ClaimOutcome::InFlight => None,
+        ClaimOutcome::Completed(stored) => Some(replay(idem, stored, route, key, "from the store")),
+        ClaimOutcome::Mismatch { stored_algorithm } => Some(Decision::Respond(mismatch(
+            idem,
+            route,
+            key,
+            fingerprint,
+            stored_algorithm,
+        ))),
     }
 }
 

@@ -152,7 +152,7 @@ fn spawn(
 }
 
 /// How a background write ended.
-enum Ended {
+enum WriteEnd {
     /// The store took it.
     Done,
     /// The key is not held under this token any more.
@@ -169,23 +169,23 @@ async fn retry(
     token: LeaseToken,
     write: &Write,
     deadline: Instant,
-) -> Ended {
+) -> WriteEnd {
     let mut pause = FIRST_PAUSE;
     loop {
         let error = match write.attempt(idem, key, token).await {
-            Ok(()) => return Ended::Done,
+            Ok(()) => return WriteEnd::Done,
             Err(StoreError::LeaseLost) => match write {
                 Write::ReleaseUnanswered { settled_at } if Instant::now() < *settled_at => {
                     StoreError::LeaseLost
                 }
-                _ => return Ended::NotHeld,
+                _ => return WriteEnd::NotHeld,
             },
-            Err(error) if !error.outcome_unknown() => return Ended::Refused(error),
+            Err(error) if !error.outcome_unknown() => return WriteEnd::Refused(error),
             Err(error) => error,
         };
         let now = Instant::now();
         if now + pause >= deadline {
-            return Ended::Expired(error);
+            return WriteEnd::Expired(error);
         }
         tokio::time::sleep(jittered(pause)).await;
         pause = (pause * 2).min(LONGEST_PAUSE);
@@ -197,7 +197,7 @@ fn jittered(pause: Duration) -> Duration {
     pause.mul_f64(0.75 + rand::random::<f64>() / 2.0)
 }
 
-fn report(write: &Write, outcome: Option<Ended>, route: &str, key: &StoreKey) {
+fn report(write: &Write, outcome: Option<WriteEnd>, route: &str, key: &StoreKey) {
     let record = |outcome, detail: &dyn std::fmt::Display| {
         observe::record(outcome, route, Some(key), detail);
     };
@@ -205,43 +205,43 @@ fn report(write: &Write, outcome: Option<Ended>, route: &str, key: &StoreKey) {
         observe::record_error(outcome, route, Some(key), what, error);
     };
     match (write, outcome) {
-        (Write::ReleaseUnanswered { .. }, Some(Ended::Done)) => record(
+        (Write::ReleaseUnanswered { .. }, Some(WriteEnd::Done)) => record(
             Outcome::Released,
             &"released a claim whose answer was lost, once the store answered",
         ),
-        (Write::ReleaseUnanswered { .. }, Some(Ended::NotHeld)) => record(
+        (Write::ReleaseUnanswered { .. }, Some(WriteEnd::NotHeld)) => record(
             Outcome::Released,
             &"a claim whose answer was lost had not landed: nothing to release",
         ),
-        (Write::Release, Some(Ended::Done)) => record(
+        (Write::Release, Some(WriteEnd::Done)) => record(
             Outcome::Released,
             &"released in the background once the store answered",
         ),
-        (Write::Release, Some(Ended::NotHeld)) => record(
+        (Write::Release, Some(WriteEnd::NotHeld)) => record(
             Outcome::Released,
             &"nothing to release: the key was not held under this request's token any more",
         ),
-        (Write::Complete { record: stored, .. }, Some(Ended::Done)) => record(
+        (Write::Complete { record: stored, .. }, Some(WriteEnd::Done)) => record(
             Outcome::Completed,
             &format_args!(
                 "stored in the background once the store answered ({})",
                 stored.status()
             ),
         ),
-        (Write::Complete { .. }, Some(Ended::NotHeld)) => record(
+        (Write::Complete { .. }, Some(WriteEnd::NotHeld)) => record(
             Outcome::Fenced,
             &"another request took the key over (or an operator removed it) before this result \
                   could be stored; the result was not stored",
         ),
         (
             Write::Release | Write::ReleaseUnanswered { .. },
-            Some(Ended::Refused(error) | Ended::Expired(error)),
+            Some(WriteEnd::Refused(error) | WriteEnd::Expired(error)),
         ) => record_error(
             Outcome::StoreError,
             "the key could not be released; it stays blocked until its lease lapses",
             &error,
         ),
-        (Write::Complete { .. }, Some(Ended::Refused(error) | Ended::Expired(error))) => {
+        (Write::Complete { .. }, Some(WriteEnd::Refused(error) | WriteEnd::Expired(error))) => {
             record_error(
                 Outcome::Lost,
                 "the result of a request that ran could not be stored; once its lease lapses, \

@@ -40,7 +40,7 @@ use super::Idempotency;
 use crate::{
     observe::Chain,
     scope::StoreKey,
-    steps::Resumption,
+    steps::resumption::Resumption,
     store::{
         StepSupport, StoreError,
         operation::{DueOperation, KeptRequest},

@@ -10,7 +10,7 @@ use crate::{
 /// The record this run holds: set by the flow before the handler runs under a claim, absent
 /// when the handler runs without a record (then steps just run).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Held {
+pub(crate) struct Holder {
     pub(crate) key: StoreKey,
     pub(crate) token: LeaseToken,
     /// The largest step output recorded: the route's `max_stored_body`.
@@ -43,7 +43,7 @@ pub(crate) fn changed_detail(why: &str) -> String {
 /// What a run's steps did, for the flow to settle the operation by.
 #[derive(Debug, Default)]
 pub(crate) struct Journal {
-    held: Option<Held>,
+    held: Option<Holder>,
     /// The steps recorded: those the claim found, then those this run recorded.
     recorded: Vec<RecordedStep>,
     /// How many of `recorded` this run has reached.
@@ -60,19 +60,19 @@ pub(crate) enum Next {
     /// It ended in an earlier run: its recorded output.
     Recorded(bytes::Bytes),
     /// It runs now, as step `index`; `held` is the record to write its output to.
-    Run { index: usize, held: Option<Held> },
+    Run { index: usize, held: Option<Holder> },
 }
 
 impl Journal {
     /// The run holds `held`, and found `recorded` steps after `suspensions` suspensions.
-    pub(crate) fn hold(&mut self, held: Held, recorded: Vec<RecordedStep>, suspensions: u32) {
+    pub(crate) fn hold(&mut self, held: Holder, recorded: Vec<RecordedStep>, suspensions: u32) {
         self.held = Some(held);
         self.recorded = recorded;
         self.suspensions = suspensions;
     }
 
     /// The record this run holds, if any.
-    pub(crate) fn held(&self) -> Option<Held> {
+    pub(crate) fn held(&self) -> Option<Holder> {
         self.held
     }
 
@@ -166,7 +166,7 @@ mod tests {
 
     fn holding(recorded: Vec<RecordedStep>) -> Journal {
         let mut journal = Journal::default();
-        let held = Held {
+        let held = Holder {
             key: StoreKey::from_bytes([1; 32]),
             token: LeaseToken::from_u128(1),
             max_output: 1024,

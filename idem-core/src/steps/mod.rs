@@ -66,7 +66,7 @@
 mod error;
 pub(crate) mod journal;
 mod local_transaction;
-mod resumption;
+pub(crate) mod resumption;
 
 use std::{borrow::Cow, future::Future};
 
@@ -78,7 +78,7 @@ use http::request::Parts;
 use idem_protocol::key::IdempotencyKey;
 use serde::{Serialize, de::DeserializeOwned};
 
-use self::journal::{Held, Next, Stop};
+use self::journal::{Holder, Next, Stop};
 pub use self::{
     error::{StepError, StepErrorKind},
     resumption::Resumption,
@@ -201,7 +201,7 @@ impl Steps {
         &self,
         name: &str,
         index: usize,
-        held: Option<Held>,
+        held: Option<Holder>,
         output: &T,
     ) -> Result<(), StepError> {
         let Some(held) = held else {
@@ -352,7 +352,7 @@ pub fn step_key(operation: &StoreKey, name: &str) -> IdempotencyKey {
 }
 
 /// The key a foreign step sends: [`step_key`], or random when there is no record.
-fn foreign_key(held: Option<Held>, name: &str) -> IdempotencyKey {
+fn foreign_key(held: Option<Holder>, name: &str) -> IdempotencyKey {
     match held {
         Some(held) => step_key(&held.key, name),
         None => IdempotencyKey::random(),

@@ -33,7 +33,7 @@
 //! ```
 
 mod activity;
-mod admission;
+mod bounds;
 mod header_count;
 mod limits;
 mod listen;
@@ -57,7 +57,7 @@ use tower::ServiceExt;
 
 use self::{
     activity::{Activity, Overdue, Watched},
-    admission::{Admission, Admitted, Arrival, Place},
+    bounds::{Arrival, ConnectionBounds, Place, Serving},
     refusal::Refusal,
 };
 pub use self::{
@@ -124,7 +124,7 @@ struct Connections {
     http: http1::Builder,
     router: Router,
     limits: ConnectionLimits,
-    admission: Admission,
+    admission: ConnectionBounds,
     /// Becomes `true` when the shop starts shutting down.
     stopping: watch::Receiver<bool>,
 }
@@ -142,7 +142,7 @@ impl Connections {
             http,
             router: router.layer(middleware::from_fn(header_count::limit_header_count)),
             limits,
-            admission: Admission::new(&limits),
+            admission: ConnectionBounds::new(&limits),
             stopping,
         }
     }
@@ -197,7 +197,7 @@ impl Connections {
 
     /// Serves one connection in a task of its own, which holds `admitted` until the connection
     /// closes.
-    fn serve(&self, socket: TcpStream, admitted: Admitted, watcher: Watcher) {
+    fn serve(&self, socket: TcpStream, admitted: Serving, watcher: Watcher) {
         let activity = Activity::new();
         let service = {
             let (router, activity) = (self.router.clone(), activity.clone());

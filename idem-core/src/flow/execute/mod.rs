@@ -31,7 +31,7 @@ use crate::{
     replay::capture::{Capture, Captured, Unfinished, capture, finish},
     runtime::Idempotency,
     scope::{Route, StoreKey},
-    steps::journal::{Held, Stop},
+    steps::journal::{Holder, Stop},
     store::{StoreError, operation::KeptRequest},
 };
 
@@ -51,7 +51,7 @@ pub(super) struct Execution {
 }
 
 /// How the handler's work ended.
-enum Finished {
+enum RunEnd {
     /// Its response is the operation's result: store it.
     Result(Captured),
     /// Its response is the operation's result, and its body is still coming.
@@ -74,7 +74,7 @@ impl Execution {
         self.hold_journal();
         let finished = match self.run(call).await {
             // A transaction commits before its caller sees anything: wait for the whole body.
-            Finished::Unfinished(unfinished) if self.context.transaction_begun() => {
+            RunEnd::Unfinished(unfinished) if self.context.transaction_begun() => {
                 self.read_to_end(unfinished).await
             }
             finished => finished,
@@ -87,7 +87,7 @@ impl Execution {
     /// The handler's future is made where it is awaited, not passed in: a future passed
     /// through the panic guard and the `select!` is laid out once in each of them, and the
     /// whole request's future, several kilobytes more, is copied on every request.
-    async fn run<F>(&self, call: impl FnOnce() -> F + Send) -> Finished
+    async fn run<F>(&self, call: impl FnOnce() -> F + Send) -> RunEnd
     where
         F: Future<Output = Response> + Send,
     {
@@ -102,12 +102,12 @@ impl Execution {
                 Some(stop) => stop == Stop::Terminal,
             };
             if !result {
-                return Finished::NotAResult(response);
+                return RunEnd::NotAResult(response);
             }
             match capture(response, &policy) {
-                Ok(Capture::Done(captured)) => Finished::Result(captured),
-                Ok(Capture::Unfinished(unfinished)) => Finished::Unfinished(unfinished),
-                Err(_) => Finished::BodyFailed,
+                Ok(Capture::Done(captured)) => RunEnd::Result(captured),
+                Ok(Capture::Unfinished(unfinished)) => RunEnd::Unfinished(unfinished),
+                Err(_) => RunEnd::BodyFailed,
             }
         })
         .catch_unwind();
@@ -115,14 +115,14 @@ impl Execution {
             // The handler first: one that finishes on its first poll never starts the
             // heartbeat's timer.
             biased;
-            finished = work => finished.unwrap_or(Finished::Panicked),
+            finished = work => finished.unwrap_or(RunEnd::Panicked),
             never = self.heartbeat() => match never {},
         }
     }
 
     /// Tells the run's steps which record they write to, and what the claim found of them.
     fn hold_journal(&mut self) {
-        let held = Held {
+        let held = Holder {
             key: self.key,
             token: self.lease.token,
             max_output: self.policy.max_stored_body,
@@ -135,7 +135,7 @@ impl Execution {
     }
 
     /// Reads the rest of a response body, renewing the lease meanwhile.
-    async fn read_to_end(&self, unfinished: Unfinished) -> Finished {
+    async fn read_to_end(&self, unfinished: Unfinished) -> RunEnd {
         let rest = AssertUnwindSafe(finish(unfinished, &self.policy)).catch_unwind();
         let finished = tokio::select! {
             biased;
@@ -143,9 +143,9 @@ impl Execution {
             never = self.heartbeat() => match never {},
         };
         match finished {
-            Ok(Ok(captured)) => Finished::Result(captured),
-            Ok(Err(_)) => Finished::BodyFailed,
-            Err(_) => Finished::Panicked,
+            Ok(Ok(captured)) => RunEnd::Result(captured),
+            Ok(Err(_)) => RunEnd::BodyFailed,
+            Err(_) => RunEnd::Panicked,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use axum::response::Response;
 
-use super::{Execution, Finished};
+use super::{Execution, RunEnd};
 use crate::{
     flow::problems::{self, Released},
     observe::{self, Outcome},
@@ -23,9 +23,9 @@ impl Execution {
     /// otherwise. Every other end is a boxed future too: laid out inline, its states (a commit,
     /// a rollback, a release) would add about 3 KB to the request's future, which is allocated
     /// and moved on every request, replays included.
-    pub(super) async fn settle(self, finished: Finished) -> Response {
+    pub(super) async fn settle(self, finished: RunEnd) -> Response {
         match finished {
-            Finished::Result(Captured {
+            RunEnd::Result(Captured {
                 record: Ok(record),
                 response,
             }) if !self.context.transaction_begun() => {
@@ -41,11 +41,11 @@ impl Execution {
     }
 
     /// [`settle`](Self::settle), for the ends that wait for the store or a transaction.
-    async fn settle_waiting(self, finished: Finished) -> Response {
+    async fn settle_waiting(self, finished: RunEnd) -> Response {
         match finished {
-            Finished::Result(captured) => self.complete(captured).await,
-            Finished::Unfinished(unfinished) => self.stream(unfinished),
-            Finished::NotAResult(response) => {
+            RunEnd::Result(captured) => self.complete(captured).await,
+            RunEnd::Unfinished(unfinished) => self.stream(unfinished),
+            RunEnd::NotAResult(response) => {
                 let changed = match self.context.journal().ending() {
                     Some(Stop::Changed(why)) => Some(why),
                     _ => None,
@@ -65,8 +65,8 @@ impl Execution {
                 self.release(why).await;
                 response
             }
-            Finished::Panicked => self.fail(Outcome::Panicked, "it panicked").await,
-            Finished::BodyFailed => {
+            RunEnd::Panicked => self.fail(Outcome::Panicked, "it panicked").await,
+            RunEnd::BodyFailed => {
                 self.fail(Outcome::Released, "its response body failed")
                     .await
             }

@@ -21,9 +21,9 @@ use tonic::{Status, metadata::MetadataMap};
 use super::{answer::Answer, frame, layer::for_grpc, record, request, service::MethodPath};
 use crate::{
     context::IdempotencyContext,
+    door::presented,
     flow::{self, Door},
     policy::Policy,
-    presented,
     runtime::Idempotency,
 };
 
@@ -53,7 +53,7 @@ impl Method {
 }
 
 /// A method's result.
-type Outcome<R> = Result<tonic::Response<R>, Status>;
+type MethodResult<R> = Result<tonic::Response<R>, Status>;
 
 /// Takes one call of an `#[idempotent]` method through the flow: `body` is the method's
 /// original body, called with the request once its key is claimed. `key` reads the request's
@@ -63,12 +63,12 @@ pub async fn unary<M, R, F, Fut>(
     key: Option<fn(&M) -> &str>,
     request: tonic::Request<M>,
     body: F,
-) -> Outcome<R>
+) -> MethodResult<R>
 where
     M: prost::Message + Send + 'static,
     R: prost::Message + Default + Send + 'static,
     F: FnOnce(tonic::Request<M>) -> Fut + Send + 'static,
-    Fut: Future<Output = Outcome<R>> + Send + 'static,
+    Fut: Future<Output = MethodResult<R>> + Send + 'static,
 {
     let Some(idem) = request.extensions().get::<Idempotency>().cloned() else {
         return Err(request::misconfigured(
@@ -106,7 +106,7 @@ where
 }
 
 /// An answer that is neither a refusal nor a record: only the door's own output can be one.
-fn other<R>(response: Response) -> Outcome<R> {
+fn other<R>(response: Response) -> MethodResult<R> {
     Err(Status::internal(format!(
         "the idempotency runtime answered {} where a gRPC response was expected",
         response.status()
@@ -118,7 +118,7 @@ struct MethodDoor<M, R, F> {
     message: Mutex<Option<M>>,
     body: F,
     /// The result of the body, when it ran.
-    ran: Arc<Mutex<Option<Outcome<R>>>>,
+    ran: Arc<Mutex<Option<MethodResult<R>>>>,
 }
 
 impl<M, R, F> MethodDoor<M, R, F> {
@@ -142,7 +142,7 @@ where
     M: Send + 'static,
     R: prost::Message + Send + 'static,
     F: FnOnce(tonic::Request<M>) -> Fut + Send + 'static,
-    Fut: Future<Output = Outcome<R>> + Send + 'static,
+    Fut: Future<Output = MethodResult<R>> + Send + 'static,
 {
     fn run(self, request: tonic::Request<M>) -> impl Future<Output = Response> + Send + 'static {
         let Self { body, ran, .. } = self;
@@ -160,7 +160,7 @@ where
     M: Send + 'static,
     R: prost::Message + Send + 'static,
     F: FnOnce(tonic::Request<M>) -> Fut + Send + 'static,
-    Fut: Future<Output = Outcome<R>> + Send + 'static,
+    Fut: Future<Output = MethodResult<R>> + Send + 'static,
 {
     type Head = ();
     type Prepared = tonic::Request<M>;

@@ -9,7 +9,7 @@ use super::{
     record::{FirstRun, Record},
     status,
 };
-use crate::{presented, replay::IDEMPOTENT_REPLAYED};
+use crate::{door::presented, replay::IDEMPOTENT_REPLAYED};
 
 /// What the answer is.
 pub(crate) enum Answer {

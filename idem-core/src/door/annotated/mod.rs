@@ -1,6 +1,6 @@
 //! An annotated handler, whichever door it is called through: what `#[idempotent]` makes of
 //! an async function, and the machinery both of its doors share, the HTTP one
-//! ([`attribute`](crate::attribute), an axum handler) and the message one
+//! ([`attribute`](crate::door::attribute), an axum handler) and the message one
 //! ([`message`](crate::message), a broker's consumer).
 //!
 //! An annotated handler becomes a constant of type [`Idempotent<F>`], where `F` is a `fn`

@@ -11,11 +11,11 @@ use http::StatusCode;
 use http_body_util::BodyExt;
 
 use super::error::Failure;
-use crate::{presented, problem::ProblemKind, replay::NoStore};
+use crate::{door::presented, problem::ProblemKind, replay::NoStore};
 
 /// What becomes of one delivery.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum Settlement {
     /// Acknowledge: the handler's result is stored, or was stored before (`duplicate`), or
     /// the message ran without a record as its policy allows.
     Ack { duplicate: bool },
@@ -41,8 +41,8 @@ pub(crate) enum Later {
     Failed,
 }
 
-impl Verdict {
-    /// The verdict on `response`, the flow's answer to a message; `ran` says whether the
+impl Settlement {
+    /// The settlement that `response` calls for, the flow's answer to a message; `ran` says whether the
     /// handler was called, `pending` whether the result waits in this process for the store.
     pub(crate) async fn of(response: Response, ran: bool, pending: impl FnOnce() -> bool) -> Self {
         if let Some(failure) = response.extensions().get::<Failure>() {
@@ -78,7 +78,7 @@ impl Verdict {
         Self::refused(status, ran, response).await
     }
 
-    /// A `MessageError`'s verdict.
+    /// A `MessageError`'s settlement.
     fn failed(failure: &Failure) -> Self {
         if failure.terminal {
             Self::End {
@@ -92,7 +92,7 @@ impl Verdict {
         }
     }
 
-    /// The verdict on an answer that is neither a result nor a replay.
+    /// The settlement of an answer that is neither a result nor a replay.
     async fn refused(status: StatusCode, ran: bool, response: Response) -> Self {
         let kind = presented::problem_kind(&response);
         let detail = text(response).await;
@@ -140,8 +140,8 @@ mod tests {
     use super::*;
     use crate::{message::MessageError, problem::Problem};
 
-    async fn verdict(response: Response, ran: bool) -> Verdict {
-        Verdict::of(response, ran, || false).await
+    async fn settlement(response: Response, ran: bool) -> Settlement {
+        Settlement::of(response, ran, || false).await
     }
 
     fn problem(kind: ProblemKind) -> Response {
@@ -151,23 +151,23 @@ mod tests {
     #[tokio::test]
     async fn results_and_replays_are_acknowledged() {
         assert_eq!(
-            verdict(().into_response(), true).await,
-            Verdict::Ack { duplicate: false }
+            settlement(().into_response(), true).await,
+            Settlement::Ack { duplicate: false }
         );
         let replay = ([("idempotent-replayed", "true")], ()).into_response();
         assert_eq!(
-            verdict(replay, false).await,
-            Verdict::Ack { duplicate: true }
+            settlement(replay, false).await,
+            Settlement::Ack { duplicate: true }
         );
         let stored_4xx = StatusCode::NOT_FOUND.into_response();
         assert_eq!(
-            verdict(stored_4xx, true).await,
-            Verdict::Ack { duplicate: false }
+            settlement(stored_4xx, true).await,
+            Settlement::Ack { duplicate: false }
         );
-        let waiting = Verdict::of(().into_response(), true, || true).await;
+        let waiting = Settlement::of(().into_response(), true, || true).await;
         assert_eq!(
             waiting,
-            Verdict::AwaitStore,
+            Settlement::AwaitStore,
             "not acknowledged until stored"
         );
     }
@@ -175,8 +175,8 @@ mod tests {
     #[tokio::test]
     async fn the_flows_refusals_become_redeliveries_or_ends() {
         let later = |response| async move {
-            match verdict(response, false).await {
-                Verdict::Redeliver { after, .. } => Some(after),
+            match settlement(response, false).await {
+                Settlement::Redeliver { after, .. } => Some(after),
                 _ => None,
             }
         };
@@ -194,7 +194,10 @@ mod tests {
             ProblemKind::BodyTooLarge,
         ] {
             assert!(
-                matches!(verdict(problem(ends), false).await, Verdict::End { .. }),
+                matches!(
+                    settlement(problem(ends), false).await,
+                    Settlement::End { .. }
+                ),
                 "{ends:?}"
             );
         }
@@ -204,25 +207,28 @@ mod tests {
     async fn the_handlers_failures_are_retried_or_ended() {
         let retry = MessageError::retry("down").into_response();
         assert!(matches!(
-            verdict(retry, true).await,
-            Verdict::Redeliver {
+            settlement(retry, true).await,
+            Settlement::Redeliver {
                 after: Later::Failed,
                 ..
             }
         ));
         let terminal = MessageError::terminal("never").into_response();
-        assert!(matches!(verdict(terminal, true).await, Verdict::End { .. }));
+        assert!(matches!(
+            settlement(terminal, true).await,
+            Settlement::End { .. }
+        ));
         let panicked = problem(ProblemKind::HandlerFailed);
         assert!(matches!(
-            verdict(panicked, true).await,
-            Verdict::Redeliver {
+            settlement(panicked, true).await,
+            Settlement::Redeliver {
                 after: Later::Failed,
                 ..
             }
         ));
         let refused = (StatusCode::BAD_REQUEST, NoStore, ()).into_response();
         assert!(
-            matches!(verdict(refused, true).await, Verdict::End { .. }),
+            matches!(settlement(refused, true).await, Settlement::End { .. }),
             "a bad payload"
         );
     }

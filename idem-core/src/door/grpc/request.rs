@@ -17,7 +17,7 @@ use tower_service::Service;
 
 use super::{frame, status};
 use crate::{
-    presented::{self, IDEMPOTENCY_KEY},
+    door::presented::{self, IDEMPOTENCY_KEY},
     problem::{Problem, ProblemKind},
     runtime::Idempotency,
 };

@@ -14,7 +14,9 @@ use axum::{
 };
 
 use crate::{
-    annotated::{Idempotent, arguments::FromRequestArgs, door::Annotated, handler::HandlerFn},
+    door::annotated::{
+        Idempotent, arguments::FromRequestArgs, door::AnnotatedDoor, handler::HandlerFn,
+    },
     flow::{self, RequestFuture},
     problem::{Problem, ProblemKind},
     runtime::Idempotency,
@@ -48,7 +50,7 @@ where
             let refusal = not_installed(&request);
             return RequestFuture::cancellable(async move { refusal });
         };
-        let door = Annotated {
+        let door = AnnotatedDoor {
             call: *self,
             state,
             last_runs_on_replay: self.last_runs_on_replay(),

@@ -69,18 +69,18 @@
 
 // One direction, from the top down: `runner` (the public driver) uses `process` (one
 // delivery through the flow and settled), which uses `handler` (the handler and its state),
-// `verdict` (the flow's answer read), `stats` and `source` (the broker's trait); the leaves
+// `settlement` (the flow's answer read), `stats` and `source` (the broker's trait); the leaves
 // `error`, `key` and `route` use nothing here. What the message door shares with the gRPC
-// door (the presented request, the key as a header, a Problem's kind) is `crate::presented`.
+// door (the presented request, the key as a header, a Problem's kind) is `crate::door::presented`.
 mod error;
 mod handler;
 mod key;
 mod process;
 mod route;
 mod runner;
+mod settlement;
 mod source;
 mod stats;
-mod verdict;
 
 #[cfg(feature = "nats")]
 #[cfg_attr(docsrs, doc(cfg(feature = "nats")))]

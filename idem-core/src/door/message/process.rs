@@ -3,7 +3,7 @@
 //! A message is presented to the flow as a `POST` to its route (`/jetstream/SHOP/receipts`),
 //! with the message's headers, its payload as the body, and its key as the
 //! `Idempotency-Key` header. The flow claims, runs, stores, replays or refuses exactly as it
-//! does for a request; the processor reads the verdict from its answer ([`Verdict`]) and settles
+//! does for a request; the processor reads the settlement from its answer ([`Settlement`]) and settles
 //! the delivery. While the flow works on it, the broker is told every renewal period that the
 //! message is in progress.
 
@@ -23,12 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     handler::MessageService,
+    settlement::{Later, Settlement},
     source::{BrokerError, Delivery, Requirements},
     stats::{Counters, RunnerStats},
-    verdict::{Later, Verdict},
 };
 use crate::{
-    presented,
+    door::presented,
     runtime::Idempotency,
     scope::{Scope, StoreKey},
 };
@@ -109,11 +109,11 @@ impl Processor {
 
     /// Takes one delivery through the flow and settles it.
     pub(super) async fn process<D: Delivery>(&self, delivery: D) {
-        let verdict = match self.read(&delivery) {
+        let settlement = match self.read(&delivery) {
             Ok(message) => self.decide(&delivery, &message).await,
-            Err(why) => Verdict::End { why },
+            Err(why) => Settlement::End { why },
         };
-        self.settle(delivery, verdict).await;
+        self.settle(delivery, settlement).await;
     }
 
     /// The delivery as the flow's request, or why it has no usable key.
@@ -150,9 +150,9 @@ impl Processor {
         })
     }
 
-    /// The flow's verdict on the message. A result that waits in this process for the store
+    /// The settlement the flow's answer to the message calls for. A result that waits in this process for the store
     /// is not acknowledged: the processor waits for the store to take it, and asks again.
-    async fn decide<D: Delivery>(&self, delivery: &D, message: &Message) -> Verdict {
+    async fn decide<D: Delivery>(&self, delivery: &D, message: &Message) -> Settlement {
         let mut waited = false;
         loop {
             let ran = Arc::new(AtomicBool::new(false));
@@ -163,14 +163,14 @@ impl Processor {
             );
             let response = self.in_progress(delivery, answer).await;
             let pending = || self.awaits_store(message);
-            let verdict = Verdict::of(response, ran.load(Ordering::SeqCst), pending).await;
-            match verdict {
+            let settlement = Settlement::of(response, ran.load(Ordering::SeqCst), pending).await;
+            match settlement {
                 // The result this delivery's handler produced, now in the store.
-                Verdict::Ack { duplicate: true } if waited => {
-                    return Verdict::Ack { duplicate: false };
+                Settlement::Ack { duplicate: true } if waited => {
+                    return Settlement::Ack { duplicate: false };
                 }
-                Verdict::AwaitStore => waited = true,
-                verdict => return verdict,
+                Settlement::AwaitStore => waited = true,
+                settlement => return settlement,
             }
             let stored = async {
                 while self.awaits_store(message) {
@@ -181,7 +181,7 @@ impl Processor {
                 () = self.in_progress(delivery, stored) => {}
                 // The runtime keeps the result and its retries; the broker delivers the
                 // message again, and its key answers it once the store has it.
-                () = self.stop.cancelled() => return Verdict::Redeliver {
+                () = self.stop.cancelled() => return Settlement::Redeliver {
                     after: Later::StoreDown,
                     why: "the runner stops while the result waits for the store".to_owned(),
                 },
@@ -215,11 +215,11 @@ impl Processor {
     }
 
     /// Tells the broker what became of the delivery.
-    async fn settle<D: Delivery>(&self, delivery: D, verdict: Verdict) {
+    async fn settle<D: Delivery>(&self, delivery: D, settlement: Settlement) {
         let route = &*self.route;
         let attempt = delivery.attempt();
-        let settled = match verdict {
-            Verdict::Ack { duplicate } => {
+        let settled = match settlement {
+            Settlement::Ack { duplicate } => {
                 if duplicate {
                     self.stats.count(|c: &Counters| &c.duplicates);
                     tracing::debug!(
@@ -233,7 +233,7 @@ impl Processor {
                 }
                 delivery.ack().await
             }
-            Verdict::Redeliver { after, why } => match self.redelivery(after, attempt) {
+            Settlement::Redeliver { after, why } => match self.redelivery(after, attempt) {
                 Some(delay) => {
                     tracing::info!(
                         route,
@@ -251,8 +251,8 @@ impl Processor {
                     self.end(delivery, &why).await
                 }
             },
-            Verdict::End { why } => self.end(delivery, &why).await,
-            Verdict::AwaitStore => {
+            Settlement::End { why } => self.end(delivery, &why).await,
+            Settlement::AwaitStore => {
                 unreachable!("the processor waits for the store before settling")
             }
         };

@@ -25,7 +25,7 @@ use super::{ConnectionLimits, refusal::Refusal};
 
 /// The bounds of the shop's connections.
 #[derive(Clone, Debug)]
-pub(super) struct Admission {
+pub(super) struct ConnectionBounds {
     places: Arc<Semaphore>,
     slots: Arc<Semaphore>,
     queue: Arc<Semaphore>,
@@ -37,7 +37,7 @@ pub(super) type Place = OwnedSemaphorePermit;
 
 /// A connection admitted to be served: its place and its slot, both freed when it is dropped.
 #[derive(Debug)]
-pub(super) struct Admitted {
+pub(super) struct Serving {
     _place: Place,
     _slot: OwnedSemaphorePermit,
 }
@@ -46,14 +46,14 @@ pub(super) struct Admitted {
 #[derive(Debug)]
 pub(super) enum Arrival {
     /// A slot was free: serve it.
-    Served(Admitted),
-    /// Every slot is taken, and the connection has a turn in the queue: [`Admission::wait`].
+    Served(Serving),
+    /// Every slot is taken, and the connection has a turn in the queue: [`ConnectionBounds::wait`].
     Queued(Place, OwnedSemaphorePermit),
     /// Every slot is taken and the queue is full.
     Refused(Place, Refusal),
 }
 
-impl Admission {
+impl ConnectionBounds {
     /// The bounds of `limits`.
     pub(super) fn new(limits: &ConnectionLimits) -> Self {
         Self {
@@ -76,7 +76,7 @@ impl Admission {
     /// free goes to the connections already queued before this call can see it.
     pub(super) fn arrive(&self, place: Place) -> Arrival {
         if let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() {
-            return Arrival::Served(Admitted {
+            return Arrival::Served(Serving {
                 _place: place,
                 _slot: slot,
             });
@@ -94,13 +94,13 @@ impl Admission {
         place: Place,
         turn: OwnedSemaphorePermit,
         mut stopping: watch::Receiver<bool>,
-    ) -> Result<Admitted, (Place, Refusal)> {
+    ) -> Result<Serving, (Place, Refusal)> {
         let _turn = turn;
         tokio::select! {
             // A shutdown that has begun wins over a slot that came free at the same time.
             biased;
             _ = stopping.wait_for(|&stopping| stopping) => Err((place, Refusal::ShuttingDown)),
-            slot = Arc::clone(&self.slots).acquire_owned() => Ok(Admitted {
+            slot = Arc::clone(&self.slots).acquire_owned() => Ok(Serving {
                 _place: place,
                 _slot: slot.expect("the semaphore is never closed"),
             }),
@@ -119,8 +119,8 @@ mod tests {
     const QUEUE: Duration = Duration::from_secs(1);
     const LONG: Duration = Duration::from_secs(60);
 
-    fn admission(max_connections: usize) -> Admission {
-        Admission::new(&ConnectionLimits {
+    fn admission(max_connections: usize) -> ConnectionBounds {
+        ConnectionBounds::new(&ConnectionLimits {
             max_connections,
             queue_timeout: QUEUE,
             ..ConnectionLimits::default()

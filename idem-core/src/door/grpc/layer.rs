@@ -5,7 +5,12 @@ use std::{collections::HashMap, fmt, sync::Arc};
 use prost::Message;
 use tower_layer::Layer;
 
-use super::{descriptor, request::ReadKey, service::GrpcIdempotencyService};
+use super::{
+    config::{Config, Covered},
+    descriptor,
+    request::ReadKey,
+    service::GrpcIdempotencyService,
+};
 use crate::{
     fingerprint::FingerprintMode,
     policy::{Policy, PolicyError},
@@ -28,23 +33,6 @@ use crate::{
 pub trait RequestId: Message + Default + 'static {
     /// The call's key; empty (proto3's default) when the caller set none.
     fn request_id(&self) -> &str;
-}
-
-/// How the door treats one method it covers.
-#[derive(Clone, Default)]
-pub(crate) struct Covered {
-    /// Reads the key from the request message, when the metadata has none.
-    pub(crate) key: Option<ReadKey>,
-}
-
-/// What every call through the layer shares.
-pub(crate) struct Config {
-    pub(crate) idem: Idempotency,
-    pub(crate) policy: Policy,
-    /// The covered methods, by path (`/shop.v1.Payments/CreatePayment`).
-    pub(crate) methods: HashMap<String, Covered>,
-    /// The longest request message, in bytes.
-    pub(crate) max_message: usize,
 }
 
 /// A tower layer over a tonic server (a generated `...Server`, `tonic::service::Routes`, or

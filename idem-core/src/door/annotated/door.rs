@@ -22,14 +22,14 @@ use crate::{context::IdempotencyContext, flow::Door, replay::NoStore};
 /// runs after the claim, so that a replay does not pay for parsing a body it will not use;
 /// its rejection (bad JSON, a failed validation) releases the key, and the client may fix the
 /// body and retry the key.
-pub(crate) struct Annotated<F, S, M> {
+pub(crate) struct AnnotatedDoor<F, S, M> {
     pub(crate) call: F,
     pub(crate) state: S,
     pub(crate) last_runs_on_replay: bool,
     pub(crate) marker: PhantomData<fn() -> M>,
 }
 
-impl<F, S, M> Door for Annotated<F, S, M>
+impl<F, S, M> Door for AnnotatedDoor<F, S, M>
 where
     F: HandlerFn,
     F::Args: FromRequestArgs<S, M>,

@@ -51,6 +51,7 @@
 //! and is not canonical in protobuf's encoding, and the tests.
 
 mod answer;
+mod config;
 mod descriptor;
 mod frame;
 mod layer;

@@ -70,7 +70,7 @@ where
         // The clone that was polled ready serves this request; the fresh clone waits for the
         // next `poll_ready` (tower's documented pattern).
         let fresh = self.inner.clone();
-        let wrapped = Wrapped(std::mem::replace(&mut self.inner, fresh));
+        let wrapped = LayerDoor(std::mem::replace(&mut self.inner, fresh));
         if !self.layer.methods.contains(request.method()) {
             return ResponseFuture(RequestFuture::cancellable(wrapped.call(request)));
         }
@@ -87,9 +87,9 @@ where
 /// The wrapped service, ready: the layer's [`Door`]. Its extractors and middleware run
 /// only when the handler does, so the layer has no checks of its own before the claim; the
 /// application's authentication goes outside the layer (see the [module docs](super)).
-struct Wrapped<S>(S);
+struct LayerDoor<S>(S);
 
-impl<S, R> Wrapped<S>
+impl<S, R> LayerDoor<S>
 where
     S: Service<Request, Response = R, Error = Infallible>,
     S::Future: Send + 'static,
@@ -107,7 +107,7 @@ where
     }
 }
 
-impl<S, R> Door for Wrapped<S>
+impl<S, R> Door for LayerDoor<S>
 where
     S: Service<Request, Response = R, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
@@ -136,10 +136,10 @@ where
     }
 
     fn call(self, request: Request) -> impl Future<Output = Response> + Send + 'static {
-        Wrapped::call(self, request)
+        LayerDoor::call(self, request)
     }
 
     fn call_without_key(self, request: Request) -> impl Future<Output = Response> + Send + 'static {
-        Wrapped::call(self, request)
+        LayerDoor::call(self, request)
     }
 }

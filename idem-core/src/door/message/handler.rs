@@ -17,8 +17,10 @@ use http::request::Parts;
 
 use super::key::MessageKey;
 use crate::{
-    annotated::{Idempotent, arguments::FromRequestArgs, door::Annotated, handler::HandlerFn},
     context::IdempotencyContext,
+    door::annotated::{
+        Idempotent, arguments::FromRequestArgs, door::AnnotatedDoor, handler::HandlerFn,
+    },
     flow::{self, Door, RequestFuture},
     policy::Policy,
     runtime::Idempotency,
@@ -76,7 +78,7 @@ impl<F: HandlerFn> MessageHandler<F> {
         let last_runs_on_replay = handler.last_runs_on_replay();
         let call = *handler;
         let start = move |idem: Idempotency, request: Request, ran: Arc<AtomicBool>| {
-            let annotated = Annotated {
+            let annotated = AnnotatedDoor {
                 call,
                 state: state.clone(),
                 last_runs_on_replay,

@@ -17,13 +17,13 @@ use tower_service::Service;
 
 use super::{
     answer,
-    layer::{Config, Covered},
+    config::{Config, Covered},
     record, request,
 };
 use crate::{
     context::IdempotencyContext,
+    door::presented,
     flow::{self, Door},
-    presented,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -110,8 +110,13 @@ where
 {
     match presented(config, &covered, request).await {
         Ok(presented) => {
-            let answer =
-                flow::start(config.idem.clone(), config.policy, presented, Inner(inner)).await;
+            let answer = flow::start(
+                config.idem.clone(),
+                config.policy,
+                presented,
+                ServiceDoor(inner),
+            )
+            .await;
             answer::layer(answer).await
         }
         Err(status) => status.into_http(),
@@ -150,9 +155,9 @@ async fn presented(
 
 /// The layer's door: the inner service, ready. Its response is read whole and flattened, so
 /// that the flow stores the message, the metadata and the status together.
-struct Inner<S>(S);
+struct ServiceDoor<S>(S);
 
-impl<S, R> Door for Inner<S>
+impl<S, R> Door for ServiceDoor<S>
 where
     S: Service<Request, Response = http::Response<R>> + Send + 'static,
     S::Future: Send + 'static,
