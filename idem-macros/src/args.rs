@@ -17,7 +17,7 @@ use syn::{
     token,
 };
 
-use crate::duration;
+use crate::{duration, errors::Errors};
 
 /// Declares the arguments, in the order of the documentation and of the generated policy:
 /// each one's keyword, its default as written in the attribute, and an example of it for
@@ -190,32 +190,6 @@ static KEY_SYNTAX: Words = Words {
 pub(crate) struct Extent {
     pub(crate) first: Span,
     pub(crate) last: Span,
-}
-
-/// Collects errors so that the user sees all of them at once.
-#[derive(Default)]
-pub(crate) struct Errors(Option<syn::Error>);
-
-impl Errors {
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(errors) => errors.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    pub(crate) fn append(&mut self, other: Self) {
-        if let Some(error) = other.0 {
-            self.push(error);
-        }
-    }
-
-    pub(crate) fn finish<T>(self, value: T) -> syn::Result<T> {
-        match self.0 {
-            Some(errors) => Err(errors),
-            None => Ok(value),
-        }
-    }
 }
 
 /// Parses and checks the attribute's arguments.

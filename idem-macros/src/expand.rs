@@ -28,7 +28,8 @@ use syn::{
 };
 
 use crate::{
-    args::{self, Args, Errors, Extent},
+    args::{self, Args, Extent},
+    errors::Errors,
     grpc, policy, validate,
 };
 

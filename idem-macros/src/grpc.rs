@@ -33,7 +33,8 @@ use syn::{
 };
 
 use crate::{
-    args::{self, Args, Errors, MessageKey},
+    args::{self, Args, MessageKey},
+    errors::Errors,
     expand::constructor_call,
     policy,
 };
