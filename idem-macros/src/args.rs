@@ -185,7 +185,7 @@ static KEY_SYNTAX: Words = Words {
 
 /// Where the arguments are written: the first token of the first one and the last token of
 /// the last one. A policy that `Policy::validate` refuses is made by the arguments together,
-/// and its error is reported from the one to the other (`expand::idempotent_new`).
+/// and its error is reported from the one to the other (`constructor::call`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Extent {
     pub(crate) first: Span,

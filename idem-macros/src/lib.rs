@@ -6,6 +6,7 @@
 //! `idem-core` does the work.
 
 mod args;
+mod constructor;
 mod duration;
 mod errors;
 mod expand;
