@@ -20,7 +20,7 @@
 //! constant instead, as a hidden associated function. The constant is what the router names,
 //! and it dereferences to the `fn` pointer, so it is called like the function.
 
-use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream};
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{
     AttrStyle, Attribute, ItemFn, Meta, ReturnType, Safety, Token, Type, Visibility,
@@ -28,7 +28,9 @@ use syn::{
 };
 
 use crate::{
-    args::{self, Args, Errors, Extent},
+    args::{self, Args},
+    constructor,
+    errors::Errors,
     grpc, policy, validate,
 };
 
@@ -109,7 +111,7 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
         quote!(#key,)
     });
     let policy = policy::policy(args);
-    let constructor = constructor_call(
+    let constructor = constructor::call(
         &quote!(#kind),
         args.extent,
         quote! {
@@ -120,31 +122,6 @@ fn generate(args: &Args, types: &[Type], function: ItemFn) -> TokenStream {
         },
     );
     handler.into_constant(handler_type, constructor)
-}
-
-/// `::idem::__private::#kind::new(#arguments)` (`Idempotent` or `MessageHandler`),
-/// located on the attribute's arguments.
-///
-/// `Idempotent::new` is a `const fn` that panics when `Policy::validate` refuses the policy,
-/// so a policy that breaks one of its rules fails where the constant is compiled, and rustc
-/// reports the panic on this call ("evaluation panicked: invalid idempotency policy: ...").
-/// A call's span runs from its first token to its closing parenthesis: with the path where
-/// the first argument starts and the parentheses where the last one ends, the error
-/// underlines the arguments that made the policy. Only the location changes; the names
-/// resolve at the call site, as everywhere else in the expansion.
-pub(crate) fn constructor_call(
-    kind: &TokenStream,
-    extent: Option<Extent>,
-    arguments: TokenStream,
-) -> TokenStream {
-    let Some(Extent { first, last }) = extent else {
-        return quote!(::idem::__private::#kind::new(#arguments));
-    };
-    let at = |span: Span| Span::call_site().located_at(span);
-    let path = quote_spanned!(at(first)=> ::idem::__private::#kind::new);
-    let mut parenthesized = Group::new(Delimiter::Parenthesis, arguments);
-    parenthesized.set_span(at(last));
-    quote!(#path #parenthesized)
 }
 
 /// The annotated function, taken apart: what goes on the constant, and the original function

@@ -33,8 +33,9 @@ use syn::{
 };
 
 use crate::{
-    args::{self, Args, Errors, MessageKey},
-    expand::constructor_call,
+    args::{self, Args, MessageKey},
+    constructor,
+    errors::Errors,
     policy,
 };
 
@@ -214,7 +215,7 @@ fn generate(args: &Args, parts: Parts, mut function: ItemFn) -> TokenStream {
         _ => quote!(::core::option::Option::None),
     };
     let policy = policy::policy(args);
-    let method = constructor_call(&quote!(grpc::Method), args.extent, policy);
+    let method = constructor::call(&quote!(grpc::Method), args.extent, policy);
     let body = quote! {
         {
             const __IDEM_METHOD: ::idem::__private::grpc::Method = #method;

@@ -6,7 +6,9 @@
 //! `idem-core` does the work.
 
 mod args;
+mod constructor;
 mod duration;
+mod errors;
 mod expand;
 mod grpc;
 mod policy;

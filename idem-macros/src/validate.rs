@@ -9,7 +9,7 @@ use syn::{
     visit::Visit,
 };
 
-use crate::args::Errors;
+use crate::errors::Errors;
 
 /// The most arguments an axum handler takes, and so an annotated one.
 const MAX_ARGUMENTS: usize = 16;
