@@ -1,9 +1,9 @@
 //! `#[idempotent]`: makes one axum handler idempotent under the `Idempotency-Key` header.
 //!
-//! Use it through `idem-core`, which re-exports it as `idem::idempotent` (feature
+//! Use it through the crate `idem`, which re-exports it as `idem::idempotent` (feature
 //! `macros`, on by default); its arguments and behaviour are documented on the attribute,
-//! [`idempotent`]. The macro only describes the handler's policy; the runtime in
-//! `idem-core` does the work.
+//! [`idempotent`]. The macro only describes the handler's policy; the runtime (`idem-core`,
+//! which `idem` re-exports) does the work.
 
 mod args;
 mod constructor;

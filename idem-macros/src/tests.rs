@@ -281,7 +281,7 @@ fn the_argument_tables_are_the_macros() {
         .map(|(name, default)| ((*name).to_owned(), (*default).to_owned()))
         .collect::<Vec<_>>();
     let docs = fs::read_to_string(manifest_dir().join("../docs/macro.md")).unwrap();
-    // The attribute's own documentation, which idem-core re-exports with it.
+    // The attribute's own documentation, which idem re-exports with it.
     let attribute_docs = include_str!("lib.rs");
     assert_eq!(table_rows(&docs), arguments, "docs/macro.md");
     assert_eq!(

@@ -168,12 +168,18 @@ impl Args {
                  queue) and consumer; remove `scope`",
             ));
         }
-        if let (Some(_), Some(resume_after)) = (&self.key, &self.resume_after) {
-            reader.refuse(syn::Error::new(
-                resume_after.span,
-                "`resume_after` does not apply to a message handler: the broker's redelivery \
-                 resumes an interrupted message; remove `resume_after`",
-            ));
+        if let (Some(key), Some(resume_after)) = (&self.key, &self.resume_after) {
+            let why = match key.value {
+                MessageKey::Field(_) => {
+                    "`resume_after` does not apply to a gRPC method: a client's retry with the \
+                     same key resumes an interrupted call; remove `resume_after`"
+                }
+                _ => {
+                    "`resume_after` does not apply to a message handler: the broker's \
+                     redelivery resumes an interrupted message; remove `resume_after`"
+                }
+            };
+            reader.refuse(syn::Error::new(resume_after.span, why));
         }
         // `[]` is the default, no selection: it goes with the other.
         if let (Some(omit), Some(only)) = (&self.fingerprint_omit, &self.fingerprint_only)
