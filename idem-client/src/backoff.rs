@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use rand::Rng as _;
-
 /// The ceiling of the wait before retry `retry` (1 for the first retry).
 pub(crate) fn ceiling(initial: Duration, cap: Duration, retry: u32) -> Duration {
     let doublings = retry.saturating_sub(1).min(31);
@@ -18,7 +16,13 @@ pub(crate) fn ceiling(initial: Duration, cap: Duration, retry: u32) -> Duration 
 /// A wait drawn uniformly from `[0, ceiling]`.
 pub(crate) fn jittered(ceiling: Duration) -> Duration {
     let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
-    Duration::from_nanos(rand::rng().random_range(0..=nanos))
+    // Should the operating system's generator fail, the clock's nanoseconds jitter well enough.
+    let draw = getrandom::u64().unwrap_or_else(|_| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        now.unwrap_or_default().subsec_nanos().into()
+    });
+    // The remainder's bias is below one part in 2^64 / nanos: nothing a backoff can show.
+    Duration::from_nanos(nanos.checked_add(1).map_or(draw, |span| draw % span))
 }
 
 #[cfg(test)]

@@ -102,11 +102,13 @@ mod observe;
 pub mod openapi;
 pub mod policy;
 pub mod problem;
+mod random;
 pub mod replay;
 mod runtime;
 pub mod scope;
 pub mod steps;
 pub mod store;
+mod tasks;
 
 /// The `Idempotency-Key` header: the key, its two spellings and how they are parsed (from the
 /// crate `idem-protocol`, which the client shares).

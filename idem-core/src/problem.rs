@@ -28,7 +28,7 @@ use http::{HeaderValue, StatusCode, header};
 pub use idem_protocol::problem::{
     CATALOGUE, CATALOGUE_PATH, DEFAULT_TYPE_BASE, GRPC_ERROR_DOMAIN, PROBLEM_JSON, ProblemKind,
 };
-use serde::Serialize;
+use serde::{Serialize, Serializer, ser::SerializeMap};
 
 pub use self::catalogue::{catalogue, catalogue_page};
 
@@ -122,27 +122,32 @@ impl Problem {
 
     /// The JSON body of this problem.
     pub fn to_json(&self) -> String {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Body<'a> {
-            r#type: String,
-            title: &'static str,
-            status: u16,
-            detail: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            instance: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            original_status: Option<u16>,
+        serde_json::to_string(&Body(self)).expect("a problem body is plain strings and numbers")
+    }
+}
+
+/// A problem's JSON body, its members in the order RFC 9457 lists them. Written out rather
+/// than derived, so that the runtime builds without serde's derive macro.
+struct Body<'a>(&'a Problem);
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Body(problem) = self;
+        let original_status = problem.original_status.map(|status| status.as_u16());
+        let members =
+            4 + usize::from(problem.instance.is_some()) + usize::from(original_status.is_some());
+        let mut body = serializer.serialize_map(Some(members))?;
+        body.serialize_entry("type", &problem.type_uri())?;
+        body.serialize_entry("title", problem.kind.title())?;
+        body.serialize_entry("status", &problem.kind.status().as_u16())?;
+        body.serialize_entry("detail", &problem.detail)?;
+        if let Some(instance) = &problem.instance {
+            body.serialize_entry("instance", instance)?;
         }
-        let body = Body {
-            r#type: self.type_uri(),
-            title: self.kind.title(),
-            status: self.kind.status().as_u16(),
-            detail: &self.detail,
-            instance: self.instance.as_deref(),
-            original_status: self.original_status.map(|status| status.as_u16()),
-        };
-        serde_json::to_string(&body).expect("a problem body is plain strings and numbers")
+        if let Some(original_status) = original_status {
+            body.serialize_entry("originalStatus", &original_status)?;
+        }
+        body.end()
     }
 }
 

@@ -17,8 +17,8 @@ use std::{
     task::{Context, Poll},
 };
 
+use crate::tasks::{Running, Tasks};
 use axum::response::Response;
-use tokio_util::task::{TaskTracker, task_tracker::TaskTrackerToken};
 
 type BoxedFlow = Pin<Box<dyn Future<Output = Response> + Send>>;
 
@@ -30,20 +30,20 @@ type BoxedFlow = Pin<Box<dyn Future<Output = Response> + Send>>;
 pub struct RequestFuture {
     future: Option<BoxedFlow>,
     /// Counts the request as running on the tracker, inline and then in its task, so that
-    /// shutdown waits for it and [`TaskTracker::len`] counts it once throughout. `None` for a
+    /// shutdown waits for it and [`Tasks::len`] counts it once throughout. `None` for a
     /// request that is cancelled with its caller.
-    running: Option<TaskTrackerToken>,
+    running: Option<Running>,
 }
 
 impl RequestFuture {
     /// A flow that finishes even if its caller goes away.
     pub(crate) fn detachable(
         future: impl Future<Output = Response> + Send + 'static,
-        tasks: &TaskTracker,
+        tasks: &Tasks,
     ) -> Self {
         Self {
             future: Some(Box::pin(future)),
-            running: Some(tasks.token()),
+            running: Some(tasks.running()),
         }
     }
 
@@ -116,10 +116,10 @@ mod tests {
 
     #[tokio::test]
     async fn runs_inline_to_completion() {
-        let tasks = TaskTracker::new();
+        let tasks = Tasks::new();
         let response = RequestFuture::detachable(async { "done".into_response() }, &tasks).await;
         assert_eq!(response.status(), 200);
-        assert!(tasks.is_empty());
+        assert_eq!(tasks.len(), 0);
     }
 
     fn slow(finished: &Arc<AtomicBool>) -> impl Future<Output = Response> + Send + 'static {
@@ -133,7 +133,7 @@ mod tests {
 
     #[tokio::test]
     async fn finishes_in_a_task_of_its_own_when_dropped_midway() {
-        let tasks = TaskTracker::new();
+        let tasks = Tasks::new();
         let finished = Arc::new(AtomicBool::new(false));
         let inline = RequestFuture::detachable(slow(&finished), &tasks);
         assert_eq!(tasks.len(), 1, "counted while inline");

@@ -133,7 +133,7 @@ fn spawn(
         let deadline = Instant::now() + lifetime;
         let outcome = tokio::select! {
             outcome = retry(&owner, &key, token, &write, deadline) => Some(outcome),
-            () = stop.cancelled() => None,
+            () = stop.stopped() => None,
         };
         if let Write::Complete { .. } = write {
             owner.pending().remove(&key, token);
@@ -194,7 +194,7 @@ async fn retry(
 
 /// `pause` give or take a quarter, so that the retries of many keys spread out.
 fn jittered(pause: Duration) -> Duration {
-    pause.mul_f64(0.75 + rand::random::<f64>() / 2.0)
+    pause.mul_f64(0.75 + crate::random::unit() / 2.0)
 }
 
 fn report(write: &Write, outcome: Option<WriteEnd>, route: &str, key: &StoreKey) {

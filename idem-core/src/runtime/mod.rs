@@ -32,7 +32,7 @@ mod pending;
 mod records;
 pub(crate) mod resumer;
 
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use crate::tasks::{Stop, Tasks};
 
 use self::{pending::Pending, resumer::Schedule};
 pub use self::{
@@ -60,12 +60,12 @@ struct RuntimeState {
     store_timeout: Duration,
     shutdown_timeout: Duration,
     /// Handlers running, inline in their request or detached from it.
-    tasks: TaskTracker,
+    tasks: Tasks,
     /// Store calls retried after their request was answered (see [`background`]).
-    background: TaskTracker,
+    background: Tasks,
     /// Stops the background calls at the end of a shutdown; replaced by a fresh token then,
     /// so that a runtime shared by two servers keeps working.
-    background_stop: Mutex<CancellationToken>,
+    background_stop: Mutex<Stop>,
     /// Results whose completion the store has not taken yet.
     pending: Pending,
     /// What the `type` URIs of the runtime's Problem Details start with, if not the default.
@@ -78,7 +78,7 @@ struct RuntimeState {
     /// Whether a request without a principal has been explained in the log yet.
     missing_principal_explained: AtomicBool,
     /// Stops the resumer, when one runs.
-    resumer: Mutex<Option<CancellationToken>>,
+    resumer: Mutex<Option<Stop>>,
     /// The operations this process suspended and resumes itself (see [`resumer`]).
     schedule: Schedule,
 }
@@ -181,23 +181,23 @@ impl Idempotency {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner),
                 );
-                stop.cancel();
+                stop.stop();
                 state.background.wait().await;
             }
             state.background.reopen();
         }
     }
 
-    pub(crate) fn tasks(&self) -> &TaskTracker {
+    pub(crate) fn tasks(&self) -> &Tasks {
         &self.state.tasks
     }
 
-    fn background(&self) -> &TaskTracker {
+    fn background(&self) -> &Tasks {
         &self.state.background
     }
 
     /// The token that stops the background calls started now.
-    fn background_stop(&self) -> CancellationToken {
+    fn background_stop(&self) -> Stop {
         self.state
             .background_stop
             .lock()
@@ -377,8 +377,8 @@ impl IdempotencyBuilder {
                 resolver: self.resolver,
                 store_timeout: self.store_timeout,
                 shutdown_timeout: self.shutdown_timeout,
-                tasks: TaskTracker::new(),
-                background: TaskTracker::new(),
+                tasks: Tasks::new(),
+                background: Tasks::new(),
                 background_stop: Mutex::default(),
                 pending: Pending::default(),
                 problem_type_base: self.problem_type_base,

@@ -30,10 +30,10 @@ use std::{
     time::Duration,
 };
 
+use crate::tasks::Stop;
 use axum::{body::Body, extract::Request, response::Response};
 use idem_protocol::key::KeyForm;
 use tokio::{sync::Semaphore, time::Instant};
-use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 use super::Idempotency;
@@ -60,7 +60,7 @@ const HOLD: Duration = Duration::from_secs(10);
 pub(crate) fn backoff(after: Duration, suspensions: u32) -> Duration {
     let doubled = after.saturating_mul(1 << suspensions.min(20));
     let pause = doubled.min(LONGEST_RESUME_PAUSE.max(after));
-    pause.mul_f64(0.9 + rand::random::<f64>() / 5.0)
+    pause.mul_f64(0.9 + crate::random::unit() / 5.0)
 }
 
 /// The operations this process suspended on a store that does not find due ones itself.
@@ -186,7 +186,7 @@ where
         if self.idem.store().step_support() == StepSupport::None {
             return Err(ResumeError::StoreKeepsNoSteps);
         }
-        let stop = CancellationToken::new();
+        let stop = Stop::new();
         {
             let mut slot = self
                 .idem
@@ -194,7 +194,7 @@ where
                 .resumer
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if slot.as_ref().is_some_and(|running| !running.is_cancelled()) {
+            if slot.as_ref().is_some_and(|running| !running.is_stopped()) {
                 return Err(ResumeError::AlreadyResuming);
             }
             *slot = Some(stop.clone());
@@ -203,7 +203,7 @@ where
         Ok(())
     }
 
-    async fn run(self, stop: CancellationToken) {
+    async fn run(self, stop: Stop) {
         let Self {
             idem,
             service,
@@ -213,7 +213,7 @@ where
         let running = Arc::new(Semaphore::new(concurrency));
         loop {
             tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.stopped() => return,
                 () = tokio::time::sleep(poll) => {}
             }
             let free = running.available_permits();
@@ -375,7 +375,7 @@ impl Idempotency {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         {
-            stop.cancel();
+            stop.stop();
         }
     }
 }

@@ -145,7 +145,7 @@ pub struct LeaseToken(u128);
 impl LeaseToken {
     /// A fresh random token.
     pub fn random() -> Self {
-        Self(rand::random())
+        Self(crate::random::u128())
     }
 
     /// A token from its 128 bits, as a store reads it back.

@@ -40,7 +40,6 @@
 
 use std::fmt::{self, Write as _};
 
-use rand::RngCore as _;
 use sha2::{Digest as _, Sha256};
 
 use super::{IdempotencyKey, MAX_KEY_LEN};
@@ -72,8 +71,7 @@ impl IdempotencyKey {
     /// names (a payment from a form), and keep it for every retry of that operation.
     #[must_use]
     pub fn random() -> Self {
-        let mut bytes = [0u8; 16];
-        rand::rng().fill_bytes(&mut bytes);
+        let mut bytes = random_bytes();
         bytes[6] = (bytes[6] & 0x0F) | 0x40; // version 4
         bytes[8] = (bytes[8] & 0x3F) | 0x80; // the RFC 9562 variant
         let hex = hex::encode(bytes);
@@ -164,6 +162,30 @@ fn encode_into(out: &mut String, part: &str) {
             let _ = write!(out, "%{byte:02X}");
         }
     }
+}
+
+/// 16 bytes from the operating system's generator. Should it fail (it does not on the systems
+/// Rust supports, short of a broken sandbox), the time, the process and a counter, hashed:
+/// unique, if not unpredictable.
+fn random_bytes() -> [u8; 16] {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_ok() {
+        return bytes;
+    }
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let digest = Sha256::new()
+        .chain_update(now.to_le_bytes())
+        .chain_update(std::process::id().to_le_bytes())
+        .chain_update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes())
+        .finalize();
+    bytes.copy_from_slice(&digest[..16]);
+    bytes
 }
 
 #[cfg(test)]

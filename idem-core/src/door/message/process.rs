@@ -15,11 +15,11 @@ use std::{
     time::Duration,
 };
 
+use crate::tasks::Stop;
 use axum::extract::Request;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Uri, header};
 use idem_protocol::key::IdempotencyKey;
-use tokio_util::sync::CancellationToken;
 
 use super::{
     handler::MessageService,
@@ -47,7 +47,7 @@ pub(super) struct Processor {
     stats: RunnerStats,
     /// Cancelled at shutdown: a result waiting for the store is then handed back to the
     /// broker rather than waited for.
-    stop: CancellationToken,
+    stop: Stop,
 }
 
 /// A message as the flow sees it.
@@ -98,13 +98,13 @@ impl Processor {
             needs,
             redelivery,
             stats,
-            stop: CancellationToken::new(),
+            stop: Stop::new(),
         }
     }
 
     /// The runner stops: results waiting for the store are no longer waited for.
     pub(super) fn stopping(&self) {
-        self.stop.cancel();
+        self.stop.stop();
     }
 
     /// Takes one delivery through the flow and settles it.
@@ -181,7 +181,7 @@ impl Processor {
                 () = self.in_progress(delivery, stored) => {}
                 // The runtime keeps the result and its retries; the broker delivers the
                 // message again, and its key answers it once the store has it.
-                () = self.stop.cancelled() => return Settlement::Redeliver {
+                () = self.stop.stopped() => return Settlement::Redeliver {
                     after: Later::StoreDown,
                     why: "the runner stops while the result waits for the store".to_owned(),
                 },

@@ -3,8 +3,8 @@
 
 use std::{future::Future, pin::pin, sync::Arc, time::Duration};
 
+use crate::tasks::Tasks;
 use tokio::sync::Semaphore;
-use tokio_util::task::TaskTracker;
 
 use http::Uri;
 
@@ -182,7 +182,7 @@ async fn consume<S: MessageSource>(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let permits = Arc::new(Semaphore::new(concurrency));
-    let running = TaskTracker::new();
+    let running = Tasks::new();
     let mut shutdown = pin!(shutdown);
     loop {
         let permit = tokio::select! {

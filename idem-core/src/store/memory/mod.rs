@@ -330,7 +330,7 @@ struct KeyedHash {
 impl Default for KeyedHash {
     fn default() -> Self {
         Self {
-            seeds: [rand::random(), rand::random::<u64>() | 1],
+            seeds: [crate::random::u64(), crate::random::u64() | 1],
         }
     }
 }
@@ -719,7 +719,10 @@ mod tests {
         let response = StoredResponse::new(StatusCode::OK, &HeaderMap::new(), &Bytes::new())
             .expect("an encodable response");
         for _ in 0..count {
-            let (key, token) = (StoreKey::from_bytes(rand::random()), LeaseToken::random());
+            let (key, token) = (
+                StoreKey::from_bytes(crate::random::bytes32()),
+                LeaseToken::random(),
+            );
             let claim = Claim {
                 key: &key,
                 fingerprint: &fingerprint,
@@ -743,7 +746,10 @@ mod tests {
         )
         .expect("an encodable response");
         for _ in 0..count {
-            let (key, token) = (StoreKey::from_bytes(rand::random()), LeaseToken::random());
+            let (key, token) = (
+                StoreKey::from_bytes(crate::random::bytes32()),
+                LeaseToken::random(),
+            );
             let claim = Claim {
                 key: &key,
                 fingerprint: &fingerprint,
@@ -824,7 +830,7 @@ mod tests {
     async fn claims_in_flight_are_never_evicted() {
         let store = MemoryStore::builder().max_entries(10).build();
         let fingerprint = fingerprint();
-        let key = StoreKey::from_bytes(rand::random());
+        let key = StoreKey::from_bytes(crate::random::bytes32());
         let claim = Claim {
             key: &key,
             fingerprint: &fingerprint,
