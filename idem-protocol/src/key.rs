@@ -60,6 +60,7 @@
 
 pub mod derive;
 mod form;
+mod structured;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -391,29 +392,21 @@ fn check_key(key: &str, position: impl FnOnce(usize) -> usize) -> Result<(), Key
 
 /// Parses a value that starts with `"` as an RFC 9651 sf-string item.
 fn parse_quoted(value: &HeaderValue, text: &str) -> Result<IdempotencyKey, KeyError> {
-    // Parsing into a borrowed string keeps the common case (no escapes) free of allocations, and
-    // the item visitor for it skips the parameters without building a map of them.
-    match sfv::Parser::new(text).parse_item::<Cow<'_, sfv::StringRef>>() {
+    // The common case (no escapes) borrows the content, without an allocation.
+    match structured::string_item(text) {
         Ok(content) => {
-            check_key(content.as_str(), |index| {
-                quoted_position(text.as_bytes(), index)
-            })?;
+            check_key(&content, |index| quoted_position(text.as_bytes(), index))?;
             Ok(match content {
-                Cow::Borrowed(content) => IdempotencyKey::in_header(value, content.as_str()),
-                Cow::Owned(content) => {
-                    IdempotencyKey(Repr::Owned(String::from(content).into_boxed_str()))
-                }
+                Cow::Borrowed(content) => IdempotencyKey::in_header(value, content),
+                Cow::Owned(content) => IdempotencyKey(Repr::Owned(content.into_boxed_str())),
             })
         }
-        Err(error) => {
+        Err(malformed) => {
             // Only worth a second parse once the value is known to be invalid as a single item.
-            if sfv::Parser::new(text)
-                .parse::<sfv::List>()
-                .is_ok_and(|list| list.len() > 1)
-            {
+            if structured::is_list_of_several(text) {
                 return Err(KeyError::List);
             }
-            Err(diagnose_quoted(text.as_bytes(), error.index()))
+            Err(diagnose_quoted(text.as_bytes(), Some(malformed.at)))
         }
     }
 }
@@ -432,10 +425,10 @@ fn quoted_position(raw: &[u8], content_index: usize) -> usize {
     raw_index + 1
 }
 
-/// Explains why sfv rejected a value that starts with `"`, by walking the sf-string grammar
-/// (RFC 9651 §4.2.5) to the first fault. sfv's own error carries only an index and a message
-/// meant for developers, not one fit to send to a client.
-fn diagnose_quoted(raw: &[u8], sfv_index: Option<usize>) -> KeyError {
+/// Explains why a value that starts with `"` is not an sf-string item, by walking the sf-string
+/// grammar (RFC 9651 §4.2.5) to the first fault, in words fit to send to a client; `parsed_at`
+/// is where the parse stopped.
+fn diagnose_quoted(raw: &[u8], parsed_at: Option<usize>) -> KeyError {
     let mut index = 1;
     loop {
         match raw.get(index) {
@@ -459,10 +452,10 @@ fn diagnose_quoted(raw: &[u8], sfv_index: Option<usize>) -> KeyError {
             Some(_) => index += 1,
         }
     }
-    // The string itself is well formed, so the fault lies after it. sfv points at the character
-    // it could not take (past the end for a dangling `;`); the first one after the quote will do
-    // if it does not say.
+    // The string itself is well formed, so the fault lies after it. The parse stopped at the
+    // character it could not take (past the end for a dangling `;`); the first one after the
+    // quote will do if it does not say.
     let after_quote = index + 1;
-    let at = sfv_index.map_or(after_quote, |at| at.max(after_quote).min(raw.len() - 1));
+    let at = parsed_at.map_or(after_quote, |at| at.max(after_quote).min(raw.len() - 1));
     KeyError::TrailingCharacters { position: at + 1 }
 }

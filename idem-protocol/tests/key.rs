@@ -480,3 +480,118 @@ proptest! {
         }
     }
 }
+
+/// What a structured-fields crate makes of a quoted value, as the key's parser must: the key
+/// (when the value is one sf-string item, parameters allowed), a list of several values, or
+/// neither.
+#[derive(Debug, PartialEq)]
+enum Reading {
+    Item(String),
+    List,
+    Neither,
+}
+
+fn reading_of_sfv(value: &str) -> Reading {
+    use std::borrow::Cow;
+    match sfv::Parser::new(value).parse_item::<Cow<'_, sfv::StringRef>>() {
+        Ok(content) => Reading::Item(content.as_str().to_owned()),
+        Err(_)
+            if sfv::Parser::new(value)
+                .parse::<sfv::List>()
+                .is_ok_and(|l| l.len() > 1) =>
+        {
+            Reading::List
+        }
+        Err(_) => Reading::Neither,
+    }
+}
+
+/// What the key's parser makes of `value`; `trimmed` is the value without the spaces around
+/// it, which the key's own rules refuse inside a well-formed item.
+fn reading_of_idem(value: &str, trimmed: &str) -> Reading {
+    match parse(value, Strict) {
+        Ok(key) => Reading::Item(key.as_str().to_owned()),
+        Err(KeyError::List) => Reading::List,
+        // The key's own rules refuse some well-formed items (empty, a space, too long): what
+        // counts here is that the value read as an item, which these errors come after; the
+        // structured-fields crate's reading of it is then the only one to compare with.
+        Err(
+            KeyError::Empty
+            | KeyError::TooLong { .. }
+            | KeyError::InvalidCharacter { byte: b' ', .. },
+        ) if matches!(reading_of_sfv(trimmed), Reading::Item(_)) => reading_of_sfv(trimmed),
+        Err(_) => Reading::Neither,
+    }
+}
+
+/// A bare item, well formed or nearly: each type of RFC 9651, and near misses of each.
+fn bare_item() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "-?[0-9]{1,16}(\\.[0-9]{0,4})?",
+        "\"[ab\\\\\" ]{0,4}\"?",
+        "[a-zA-Z*][a-z0-9:/*.]{0,4}",
+        ":[A-Za-z0-9+/=]{0,6}:?",
+        "\\?[01x]",
+        "@-?[0-9]{1,3}(\\.[0-9])?",
+        "%\"([a-z ]|%[0-9a-fA-F]{2}){0,3}\"?",
+    ]
+}
+
+/// An item with parameters, or an inner list of items.
+fn member() -> impl Strategy<Value = String> {
+    let parameters = prop::collection::vec(
+        (
+            "; ?[a-zA-Z*][a-z0-9_.*-]{0,2}",
+            prop::option::of(bare_item()),
+        ),
+        0..3,
+    )
+    .prop_map(|parameters| {
+        parameters
+            .into_iter()
+            .map(|(key, value)| match value {
+                Some(value) => format!("{key}={value}"),
+                None => key,
+            })
+            .collect::<String>()
+    });
+    let inner =
+        prop::collection::vec(bare_item(), 0..3).prop_map(|items| format!("({})", items.join(" ")));
+    (prop_oneof![bare_item(), inner], parameters).prop_map(|(item, parameters)| item + &parameters)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+    /// Values built from the grammar's parts: a quoted string with parameters, followed or not
+    /// by more members, with the separators right or wrong.
+    #[test]
+    fn structured_values_read_as_rfc_9651_reads_them(
+        first in "\"[ab\\\\\"]{1,4}\"",
+        parameters in member().prop_map(|member| member.split_once(';').map(|(_, p)| format!(";{p}")).unwrap_or_default()),
+        rest in prop::collection::vec((prop_oneof![Just(", "), Just(","), Just(" ,\t"), Just(" "), Just(",,")], member()), 0..3),
+    ) {
+        let mut value = first + &parameters;
+        for (separator, member) in rest {
+            value.push_str(separator);
+            value.push_str(&member);
+        }
+        let trimmed = value.trim_end_matches([' ', '\t']);
+        let expected = reading_of_sfv(trimmed);
+        prop_assert_eq!(reading_of_idem(&value, trimmed), expected, "value {:?}", value);
+    }
+
+    /// The key's RFC 9651 parser reads every quoted value as the structured-fields crate does:
+    /// the same key from the same item, a list where it sees several members, and a fault
+    /// everywhere else. Values are drawn from the characters that make the grammar's choices
+    /// (quotes, escapes, parameters, numbers, tokens, byte sequences, inner lists, commas).
+    #[test]
+    fn quoted_values_read_as_rfc_9651_reads_them(
+        tail in "[ab\"\\\\;=, \t1.\\-?@%:()*A/+]{0,14}",
+    ) {
+        let value = format!("\"{tail}");
+        let trimmed = value.trim_end_matches([' ', '\t']);
+        let expected = reading_of_sfv(trimmed);
+        prop_assert_eq!(reading_of_idem(&value, trimmed), expected, "value {:?}", value);
+    }
+}
