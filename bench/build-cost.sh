@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build cost: what idem adds to the cold build of a service. Two crates outside the workspace, as
-# a user's would be: the README's service (idem by path, axum, serde_json, tokio, and its
-# src/main.rs as the README prints it), and the same service without idem (the handler and the
-# server alone). Each is built from an empty target folder, the two alternated, `rounds` times
+# a user's would be: the README's service (idem by path, axum, serde_json, tokio,
+# tracing-subscriber, and its src/main.rs as the README prints it), and the same service
+# without idem (the handler, the log and the server alone). Each is built from an empty target folder, the two alternated, `rounds` times
 # (default 3), in debug and then in release; the registry and its sources are already on the
 # machine, so only compiling is timed. Prints each build's seconds, the medians and their ratio.
 #
@@ -21,6 +21,7 @@ manifest() { # name, idem line or nothing
   printf '[workspace]\n\n[package]\nname = "%s"\nversion = "0.1.0"\nedition = "2024"\n\n[dependencies]\n%s' "$1" "$2"
   printf 'axum = "0.8"\nserde_json = "1"\n'
   printf 'tokio = { version = "1", features = ["macros", "rt-multi-thread", "net", "signal"] }\n'
+  printf 'tracing-subscriber = "0.3"\n'
 }
 
 mkdir -p "$work/with/src" "$work/without/src"
@@ -40,6 +41,7 @@ async fn create_order(Json(order): Json<Value>) -> (StatusCode, Json<Value>) {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt::init();
     let app = Router::new().route("/orders", post(create_order));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3020").await?;
     axum::serve(listener, app)

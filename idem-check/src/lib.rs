@@ -31,7 +31,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! `docs/check.md` in the repository has every case: what it sends, and how it decides.
+//! [docs/check.md](https://github.com/idem-rs/idem/blob/main/docs/check.md) in the repository has every case: what it sends, and how it decides.
 
 pub mod cli;
 pub mod duration;

@@ -1,6 +1,6 @@
 //! `idem-check`: checks an HTTP API's Idempotency-Key handling; `idem-check serve` runs an
 //! idempotent endpoint with faults for testing clients. See `idem_check::cli` and
-//! `docs/check.md`.
+//! [docs/check.md](https://github.com/idem-rs/idem/blob/main/docs/check.md).
 
 use std::{io::IsTerminal, process::ExitCode};
 

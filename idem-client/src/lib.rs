@@ -85,7 +85,7 @@
 //! | [`attempt_timeout`](RetryPolicy::attempt_timeout) | 30 s | 80 s |
 //! | [`deadline`](RetryPolicy::deadline) | 60 s | none |
 //!
-//! `docs/client.md` in the repository has the whole comparison and the design.
+//! [docs/client.md](https://github.com/idem-rs/idem/blob/main/docs/client.md) in the repository has the whole comparison and the design.
 //!
 //! The backoff's bounds are Stripe's; its jitter is full rather than a fraction of the delay,
 //! so that clients that failed together (a store outage answered 503 to all of them) do not

@@ -4,7 +4,7 @@
 //! `IdempotencyLayer`, once the claim lets the handler run (a replay makes none); for
 //! `#[idempotent]`, before its extractors run, since any of them may read it. A
 //! transactional store's extractor uses it to open the transaction in which the handler's
-//! writes and the record's completion commit together (see docs/contract.md, *Stores*), and
+//! writes and the record's completion commit together (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *Stores*), and
 //! the handler's [`Steps`](crate::steps::Steps) write what they did into it.
 
 use std::{

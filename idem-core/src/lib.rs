@@ -52,7 +52,7 @@
 //! - [`message`]: message handlers (`#[idempotent(key = ...)]`) and their [`Runner`](message::Runner),
 //!   on JetStream and RabbitMQ.
 //! - `openapi` (feature `openapi`): each idempotent operation of a utoipa OpenAPI document
-//!   described from the policy its route runs (`docs/openapi.md`).
+//!   described from the policy its route runs ([docs/openapi.md](https://github.com/idem-rs/idem/blob/main/docs/openapi.md)`).
 //! - [`Idempotency`]: the runtime, with graceful shutdown ([`Idempotency::shutdown`]).
 //!
 //! # Features
@@ -96,6 +96,7 @@ mod door;
 pub mod extract;
 pub mod fingerprint;
 mod flow;
+mod misconfigured;
 mod observe;
 #[cfg(feature = "openapi")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openapi")))]

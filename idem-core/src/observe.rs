@@ -1,4 +1,4 @@
-//! What the runtime tells operators (docs/observability.md lists all of it): a `tracing` event
+//! What the runtime tells operators ([docs/observability.md](https://github.com/idem-rs/idem/blob/main/docs/observability.md) lists all of it): a `tracing` event
 //! for each decision about a request, the span each request runs in, the operator's removals,
 //! and metrics through the `metrics` facade (feature `metrics`).
 //!
@@ -8,7 +8,7 @@
 //! is never passed here: a refusal records the slug of its problem type, never the header or
 //! the parser's message about it, since in a global scope the key is the client's secret. An
 //! error is logged with its whole `source()` chain. With the `metrics` feature every outcome
-//! increments `idem_requests_total{outcome, route}`. docs/observability.md lists the outcomes
+//! increments `idem_requests_total{outcome, route}`. [docs/observability.md](https://github.com/idem-rs/idem/blob/main/docs/observability.md) lists the outcomes
 //! with their levels, the span's fields and the store calls, and the tests below keep those
 //! tables and this module the same.
 
@@ -111,7 +111,7 @@ pub(crate) fn request_span(route: &str) -> Span {
     )
 }
 
-/// The fields of a request's span, in the order of docs/observability.md.
+/// The fields of a request's span, in the order of [docs/observability.md](https://github.com/idem-rs/idem/blob/main/docs/observability.md).
 #[cfg(test)]
 pub(crate) const SPAN_FIELDS: [&str; 4] = ["route", "key", "outcome", "replayed"];
 
@@ -195,7 +195,7 @@ pub(crate) enum StoreOp {
 }
 
 impl StoreOp {
-    /// Every call, in the order of docs/observability.md.
+    /// Every call, in the order of [docs/observability.md](https://github.com/idem-rs/idem/blob/main/docs/observability.md).
     #[cfg(test)]
     pub(crate) const ALL: [Self; 14] = [
         Self::Claim,
@@ -393,7 +393,7 @@ mod tests {
         ]
     }
 
-    /// The rows of the table under `## heading` in docs/observability.md, as their cells.
+    /// The rows of the table under `## heading` in [docs/observability.md](https://github.com/idem-rs/idem/blob/main/docs/observability.md), as their cells.
     fn documented(heading: &str) -> Vec<Vec<String>> {
         include_str!("../../docs/observability.md")
             .lines()

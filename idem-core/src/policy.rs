@@ -302,7 +302,7 @@ impl Policy {
         self
     }
 
-    /// Makes the service finish an operation its client abandoned (see docs/steps.md): an
+    /// Makes the service finish an operation its client abandoned (see [docs/steps.md](https://github.com/idem-rs/idem/blob/main/docs/steps.md)): an
     /// operation of several [`Steps`](crate::steps::Steps) that stopped part-way (the process
     /// died, a step failed and may pass later) and that no request took over within `after`
     /// of its lease lapsing is run again by the runtime's resumer, as its recorded principal,

@@ -1,4 +1,4 @@
-//! Whose key is it (see docs/contract.md, *Scope*): the principal a key belongs to, and the store key made from it.
+//! Whose key is it (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *Scope*): the principal a key belongs to, and the store key made from it.
 //!
 //! A record is never looked up by the client's key alone. The [`StoreKey`] is a SHA-256 over
 //! the scope, its principal, the method, the matched route template and the key, so two users
@@ -35,7 +35,8 @@ use idem_protocol::key::IdempotencyKey;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Scope {
     /// Each authenticated user has their own keys (the default). A request without a
-    /// principal is answered 401.
+    /// principal is answered 500 `principal-missing`: the service's authentication did not
+    /// name the user.
     #[default]
     User,
     /// One key space for all callers, for machine-to-machine APIs where the caller is not

@@ -138,7 +138,6 @@ async fn an_attribute_route_is_documented_from_its_policy() {
     let responses = &create["responses"];
     assert!(responses["201"]["headers"]["Idempotent-Replayed"].is_object());
     for (status, slug) in [
-        ("401", "principal-missing"),
         ("409", "request-in-flight"),
         ("410", "response-not-replayable"),
         ("413", "body-too-large"),

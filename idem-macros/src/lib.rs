@@ -132,7 +132,7 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// The runner, the brokers and what happens to each message are in `idem::message` and
-/// [`docs/messages.md`].
+/// [`[docs/messages.md](https://github.com/idem-rs/idem/blob/main/docs/messages.md)`].
 ///
 /// [`docs/messages.md`]: https://github.com/idem-rs/idem/blob/main/docs/messages.md
 ///
@@ -280,7 +280,7 @@ use proc_macro::TokenStream;
 /// below, it checks the nested function (give it `state = ..` when the state is not named by
 /// a `State` argument).
 ///
-/// The design, and what each choice costs, is in [`docs/macro.md`].
+/// The design, and what each choice costs, is in [`[docs/macro.md](https://github.com/idem-rs/idem/blob/main/docs/macro.md)`].
 ///
 /// [`docs/macro.md`]: https://github.com/idem-rs/idem/blob/main/docs/macro.md
 #[proc_macro_attribute]

@@ -1,5 +1,5 @@
 //! [`PostgresStore`]: durable records, shared by every instance, and completed in the same
-//! transaction as the handler's own writes (see docs/contract.md, *Stores*).
+//! transaction as the handler's own writes (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *Stores*).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -16,13 +16,13 @@
 //! let idem = Idempotency::new(store);
 //! let app: Router = Router::new()
 //!     .route("/payments", post(create_payment))
-//!     .layer(IdempotencyLayer::new(idem, Policy::new()));
+//!     .route_layer(IdempotencyLayer::new(idem, Policy::new()));
 //! # drop((app, sweeper)); Ok(()) }
 //! ```
 //!
 //! The full guide, with the reasoning behind each choice, the comparison with Brandur Leach's
 //! "Implementing Stripe-like Idempotency Keys in Postgres" and measured figures, is
-//! `docs/postgres.md` in the repository.
+//! [docs/postgres.md](https://github.com/idem-rs/idem/blob/main/docs/postgres.md) in the repository.
 //!
 //! # The table
 //!
@@ -123,11 +123,14 @@ pub use self::{
     transaction::PostgresTransaction,
 };
 use idem_core::store::{
-    Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction,
+    Claim, ClaimOutcome, ConnectError, LeaseToken, Store, StoreError, StoreTransaction,
     held::{Held, RecordState},
     operation::{DueOperation, KeptRequest, Progress, RecordedStep, StepSupport, decode_steps},
 };
 use idem_core::{fingerprint::Fingerprint, replay::StoredResponse, scope::StoreKey};
+
+/// The store's name in a [`ConnectError`].
+const POSTGRESQL: &str = "PostgreSQL";
 
 /// How many times a claim runs when its snapshot keeps missing concurrent changes.
 const CLAIM_ATTEMPTS: u32 = 5;
@@ -187,11 +190,16 @@ impl PostgresStore {
     /// Connects to `url` with the default settings, in the table `idempotency_records`.
     ///
     /// ```no_run
-    /// # async fn run() -> Result<(), sqlx::Error> {
+    /// # async fn run() -> Result<(), idem::store::ConnectError> {
     /// let store = idem::postgres::PostgresStore::connect("postgres://localhost/app").await?;
     /// # drop(store); Ok(()) }
     /// ```
-    pub async fn connect(url: &str) -> Result<Self, sqlx::Error> {
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] that names PostgreSQL and where it was looked for (never the
+    /// password) when the URL is not one or the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         Self::builder().connect(url).await
     }
 
@@ -626,24 +634,43 @@ impl PostgresStoreBuilder {
     /// The ping is one more round trip on every store call. It lets the pool replace a
     /// connection that died while idle (the database restarted, a proxy dropped it) before a
     /// request uses it; without it, each such connection fails one request (503) and is then
-    /// discarded. See docs/postgres.md for what it costs.
+    /// discarded. See [docs/postgres.md](https://github.com/idem-rs/idem/blob/main/docs/postgres.md) for what it costs.
     pub fn test_before_acquire(mut self, test: bool) -> Self {
         self.test_before_acquire = test;
         self
     }
 
     /// Connects to `url` and builds the store.
-    pub async fn connect(self, url: &str) -> Result<PostgresStore, sqlx::Error> {
-        let options: PgConnectOptions = url.parse()?;
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] that names PostgreSQL and where it was looked for (never the
+    /// password) when the URL is not one or the database cannot be reached.
+    pub async fn connect(self, url: &str) -> Result<PostgresStore, ConnectError> {
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|error| ConnectError::for_url(POSTGRESQL, url, error))?;
         self.connect_with(options).await
     }
 
     /// Connects with `options` (the settings of this builder are added to them) and builds
     /// the store. The first connection is opened now, so a wrong address fails here.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] that names PostgreSQL and where it was looked for when the database
+    /// cannot be reached.
     pub async fn connect_with(
         self,
         options: PgConnectOptions,
-    ) -> Result<PostgresStore, sqlx::Error> {
+    ) -> Result<PostgresStore, ConnectError> {
+        // The host (or socket folder), port and database: never the user or the password.
+        let at = format!(
+            "{}:{}/{}",
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or_default()
+        );
         let options = options.options([
             ("lock_timeout", millis(self.lock_timeout)),
             ("statement_timeout", millis(self.statement_timeout)),
@@ -653,7 +680,8 @@ impl PostgresStoreBuilder {
             .acquire_timeout(self.acquire_timeout)
             .test_before_acquire(self.test_before_acquire)
             .connect_with(options)
-            .await?;
+            .await
+            .map_err(|error| ConnectError::new(POSTGRESQL, at, error))?;
         Ok(self.build(pool))
     }
 

@@ -1,4 +1,4 @@
-//! The `Idempotency-Key` request header (see docs/contract.md, *The key*).
+//! The `Idempotency-Key` request header (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *The key*).
 //!
 //! ```
 //! use http::{HeaderMap, HeaderValue};

@@ -31,7 +31,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// The catalogue of the problem types in Markdown: for each kind, a `### <slug>` heading and a
 /// paragraph that says what went wrong and what the client can do. It is this module's
 /// documentation, the page [`CATALOGUE_PATH`] serves, and the end of the repository's
-/// `docs/problems.md`.
+/// [docs/problems.md](https://github.com/idem-rs/idem/blob/main/docs/problems.md).
 pub const CATALOGUE: &str = include_str!("problems.md");
 
 /// Where a service serves [`CATALOGUE`] as a web page, so that the default `type` URIs lead to
@@ -56,7 +56,8 @@ pub enum ProblemKind {
     KeyMissing,
     /// 400: the key header is not a valid key.
     KeyMalformed,
-    /// 401: the key is scoped to a principal and the request has none.
+    /// 500: the key is scoped to a principal and the service's authentication named none for
+    /// the request: a fault of the service (its wiring), not of the request.
     PrincipalMissing,
     /// 409: the first request with this key is still in flight.
     RequestInFlight,
@@ -84,14 +85,14 @@ impl ProblemKind {
     pub const fn status(self) -> StatusCode {
         match self {
             Self::KeyMissing | Self::KeyMalformed | Self::BodyUnreadable => StatusCode::BAD_REQUEST,
-            Self::PrincipalMissing => StatusCode::UNAUTHORIZED,
             Self::RequestInFlight => StatusCode::CONFLICT,
             Self::ResponseNotReplayable => StatusCode::GONE,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::HandlerFailed | Self::Misconfigured | Self::StepsChanged => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Self::PrincipalMissing
+            | Self::HandlerFailed
+            | Self::Misconfigured
+            | Self::StepsChanged => StatusCode::INTERNAL_SERVER_ERROR,
             Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -101,7 +102,7 @@ impl ProblemKind {
         match self {
             Self::KeyMissing => "Idempotency-Key is missing",
             Self::KeyMalformed => "Idempotency-Key is malformed",
-            Self::PrincipalMissing => "No principal for this Idempotency-Key",
+            Self::PrincipalMissing => "The service did not identify the caller",
             Self::RequestInFlight => "A request is outstanding for this Idempotency-Key",
             Self::ResponseNotReplayable => "The original response cannot be replayed",
             Self::BodyTooLarge => "Request body is too large",
@@ -140,7 +141,7 @@ impl ProblemKind {
     }
 
     /// The gRPC status code a gRPC door answers this kind with, as its number
-    /// (`google.rpc.Code`): the table of `docs/grpc.md`, beside the HTTP statuses.
+    /// (`google.rpc.Code`): the table of [docs/grpc.md](https://github.com/idem-rs/idem/blob/main/docs/grpc.md), beside the HTTP statuses.
     ///
     /// ```
     /// use idem_protocol::problem::ProblemKind;
@@ -152,8 +153,6 @@ impl ProblemKind {
         match self {
             // INVALID_ARGUMENT: wrong whatever the server's state.
             Self::KeyMissing | Self::KeyMalformed => 3,
-            // UNAUTHENTICATED.
-            Self::PrincipalMissing => 16,
             // ABORTED: a concurrency conflict; retry, and get the first call's result.
             Self::RequestInFlight => 10,
             // FAILED_PRECONDITION: the key's state refuses the call, and a retry as it is
@@ -164,9 +163,12 @@ impl ProblemKind {
             Self::BodyTooLarge => 8,
             // CANCELLED: the request stream ended before its message did.
             Self::BodyUnreadable => 1,
-            // INTERNAL.
-            // INTERNAL: the service's own fault, steps changed under an operation included.
-            Self::HandlerFailed | Self::Misconfigured | Self::StepsChanged => 13,
+            // INTERNAL: the service's own fault, steps changed under an operation and a
+            // principal its authentication did not name included.
+            Self::PrincipalMissing
+            | Self::HandlerFailed
+            | Self::Misconfigured
+            | Self::StepsChanged => 13,
             // UNAVAILABLE: come back after the `RetryInfo`.
             Self::StoreUnavailable => 14,
         }

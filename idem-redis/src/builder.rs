@@ -11,11 +11,25 @@ use ::redis::{
     sentinel::{SentinelClient, SentinelServerType},
 };
 
+use idem_core::store::ConnectError;
+
 use super::{
     Durability, Durable, RedisStore,
     lanes::{ClientLanes, ClusterLanes, Lanes, OpenLane},
     sentinel::{SentinelConnection, SentinelLanes},
 };
+
+/// The stores' names in a [`ConnectError`].
+const REDIS: &str = "Redis";
+const REDIS_CLUSTER: &str = "the Redis Cluster";
+
+/// Addresses as an error names them: `host:port` (never a password), comma-separated.
+fn addresses<'a>(addrs: impl Iterator<Item = &'a ::redis::ConnectionAddr>) -> String {
+    addrs
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Configures a [`RedisStore`]: its key prefix, timeouts and [`Durability`]. Made by
 /// [`RedisStore::builder`]; it ends with the deployment to connect to:
@@ -211,20 +225,27 @@ impl RedisStoreBuilder {
 
     /// [`build`](Self::build), with the lanes of durable writes opened by `lanes`, after
     /// checking that the server can wait as the durability asks.
+    /// `at` names the deployment in an error.
     async fn build_with_lanes<C>(
         self,
         mut connection: C,
         lanes: impl OpenLane,
-    ) -> RedisResult<RedisStore<C>>
+        at: &str,
+    ) -> Result<RedisStore<C>, ConnectError>
     where
         C: ConnectionLike + Send,
     {
-        check_server_can_wait(&mut connection, self.durability).await?;
+        check_server_can_wait(&mut connection, self.durability)
+            .await
+            .map_err(|error| ConnectError::unsuited(REDIS, at, error))?;
         let wanted = self.durable_connections;
         let store = self.build(connection);
         if let Some(durable) = &store.durable {
             let lanes = Lanes::new(lanes, wanted);
-            lanes.warm().await?;
+            lanes
+                .warm()
+                .await
+                .map_err(|error| ConnectError::new(REDIS, at, error))?;
             let _ = durable.lanes.set(lanes);
         }
         Ok(store)
@@ -257,22 +278,34 @@ impl RedisStoreBuilder {
     /// # drop(store);
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] that names Redis and its address (never its password) when the URL
+    /// is not one, Redis cannot be reached, or it cannot wait as the durability asks.
     pub async fn connect(
         self,
         url: impl IntoConnectionInfo,
-    ) -> Result<RedisStore<ConnectionManager>, RedisError> {
-        let client = ::redis::Client::open(url)?;
+    ) -> Result<RedisStore<ConnectionManager>, ConnectError> {
+        let info = url
+            .into_connection_info()
+            .map_err(|error| ConnectError::new(REDIS, "the URL given", error))?;
+        let at = info.addr().to_string();
+        let unreachable = |error| ConnectError::new(REDIS, at.as_str(), error);
+        let client = ::redis::Client::open(info).map_err(unreachable)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.command_timeout))
             .set_max_delay(Duration::from_secs(1))
             .set_number_of_retries(3);
-        let connection = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let connection = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(unreachable)?;
         let lanes = ClientLanes {
             client,
             config: self.lane_config(),
         };
-        self.build_with_lanes(connection, lanes).await
+        self.build_with_lanes(connection, lanes, &at).await
     }
 
     /// Connects to the Redis Cluster that `nodes` belong to (any of its nodes; the store
@@ -283,24 +316,32 @@ impl RedisStoreBuilder {
     /// ```no_run
     /// use idem::redis::RedisStore;
     ///
-    /// # async fn run() -> Result<(), redis::RedisError> {
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let store = RedisStore::builder()
     ///     .connect_cluster(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"])
     ///     .await?;
     /// # drop(store);
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] that names the nodes (never a password) when one is not a URL, or
+    /// the cluster cannot be reached.
     pub async fn connect_cluster<T>(
         self,
         nodes: impl IntoIterator<Item = T>,
-    ) -> Result<RedisStore<ClusterConnection>, RedisError>
+    ) -> Result<RedisStore<ClusterConnection>, ConnectError>
     where
         T: IntoConnectionInfo,
     {
         let nodes = nodes
             .into_iter()
             .map(IntoConnectionInfo::into_connection_info)
-            .collect::<RedisResult<Vec<_>>>()?;
+            .collect::<RedisResult<Vec<_>>>()
+            .map_err(|error| ConnectError::new(REDIS_CLUSTER, "the nodes given", error))?;
+        let at = addresses(nodes.iter().map(|node| node.addr()));
+        let unreachable = |error| ConnectError::new(REDIS_CLUSTER, at.as_str(), error);
         let client = |response_timeout: Option<Duration>| {
             let builder = ClusterClientBuilder::new(nodes.clone())
                 .connection_timeout(self.connection_timeout)
@@ -314,12 +355,12 @@ impl RedisStoreBuilder {
             }
             .build()
         };
-        let shared = client(Some(self.command_timeout))?;
-        let connection = shared.get_async_connection().await?;
+        let shared = client(Some(self.command_timeout)).map_err(unreachable)?;
+        let connection = shared.get_async_connection().await.map_err(unreachable)?;
         let lanes = ClusterLanes {
-            client: client(None)?,
+            client: client(None).map_err(unreachable)?,
         };
-        self.build_with_lanes(connection, lanes).await
+        self.build_with_lanes(connection, lanes, &at).await
     }
 
     /// Connects to the primary that the sentinels at `sentinels` name for `primary_name`
@@ -329,28 +370,43 @@ impl RedisStoreBuilder {
     /// ```no_run
     /// use idem::redis::RedisStore;
     ///
-    /// # async fn run() -> Result<(), redis::RedisError> {
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let store = RedisStore::builder()
     ///     .connect_sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "shop")
     ///     .await?;
     /// # drop(store);
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] that names the sentinels and the primary (never a password) when
+    /// a sentinel is not a URL, or the primary cannot be found or reached.
     pub async fn connect_sentinel<T>(
         self,
         sentinels: impl IntoIterator<Item = T>,
         primary_name: &str,
-    ) -> Result<RedisStore<SentinelConnection>, RedisError>
+    ) -> Result<RedisStore<SentinelConnection>, ConnectError>
     where
         T: IntoConnectionInfo,
     {
+        let sentinels = sentinels
+            .into_iter()
+            .map(IntoConnectionInfo::into_connection_info)
+            .collect::<RedisResult<Vec<_>>>()
+            .map_err(|error| ConnectError::new(REDIS, "the sentinels given", error))?;
+        let at = format!(
+            "the primary `{primary_name}` of the sentinels {}",
+            addresses(sentinels.iter().map(|sentinel| sentinel.addr()))
+        );
         let client = SentinelClient::build(
-            sentinels.into_iter().collect(),
+            sentinels,
             primary_name.to_owned(),
             None,
             SentinelServerType::Master,
-        )?;
-        self.connect_sentinel_client(client).await
+        )
+        .map_err(|error| ConnectError::new(REDIS, at.as_str(), error))?;
+        self.connect_sentinel_at(client, &at).await
     }
 
     /// [`connect_sentinel`](Self::connect_sentinel) with a [`SentinelClient`] you
@@ -361,7 +417,7 @@ impl RedisStoreBuilder {
     /// use idem::redis::RedisStore;
     /// use redis::sentinel::{SentinelClient, SentinelServerType};
     ///
-    /// # async fn run() -> Result<(), redis::RedisError> {
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let client = SentinelClient::build(
     ///     vec!["redis://10.0.0.1:26379"],
     ///     "shop".to_owned(),
@@ -372,19 +428,36 @@ impl RedisStoreBuilder {
     /// # drop(store);
     /// # Ok(()) }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`] when the primary cannot be found or reached.
     pub async fn connect_sentinel_client(
         self,
         client: SentinelClient,
-    ) -> Result<RedisStore<SentinelConnection>, RedisError> {
+    ) -> Result<RedisStore<SentinelConnection>, ConnectError> {
+        self.connect_sentinel_at(client, "the primary its sentinels name")
+            .await
+    }
+
+    /// [`connect_sentinel_client`](Self::connect_sentinel_client), with `at` naming the
+    /// deployment in an error.
+    async fn connect_sentinel_at(
+        self,
+        client: SentinelClient,
+        at: &str,
+    ) -> Result<RedisStore<SentinelConnection>, ConnectError> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.command_timeout));
-        let connection = SentinelConnection::new(client, config).await?;
+        let connection = SentinelConnection::new(client, config)
+            .await
+            .map_err(|error| ConnectError::new(REDIS, at, error))?;
         let lanes = SentinelLanes {
             connection: connection.clone(),
             config: self.lane_config(),
         };
-        self.build_with_lanes(connection, lanes).await
+        self.build_with_lanes(connection, lanes, at).await
     }
 }
 

@@ -21,7 +21,7 @@ use ::redis::{Cmd, Value};
 /// sends it again until it reaches the target.
 ///
 /// Wait for every replica (`replicas` equal to their number): a failover can promote any of
-/// them, and a write is only on those that acknowledged it. `docs/redis.md` in the repository
+/// them, and a write is only on those that acknowledged it. [docs/redis.md](https://github.com/idem-rs/idem/blob/main/docs/redis.md) in the repository
 /// has what each deployment survives with each setting.
 ///
 /// ```

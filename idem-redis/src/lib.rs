@@ -1,10 +1,16 @@
-//! [`RedisStore`]: a store that several instances of a service share (feature `redis`).
+//! [`RedisStore`]: a store that several instances of a service share (feature `redis` of
+//! `idem`).
 //!
 //! ```no_run
 //! use idem::{Idempotency, redis::RedisStore};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let idem = Idempotency::new(RedisStore::connect("redis://127.0.0.1:6379").await?);
+//! // A key prefix of the service's own, apart from every other program's on that Redis.
+//! let store = RedisStore::builder()
+//!     .prefix("orders:idem:")?
+//!     .connect("redis://127.0.0.1:6379")
+//!     .await?;
+//! let idem = Idempotency::new(store);
 //! # drop(idem);
 //! # Ok(()) }
 //! ```
@@ -29,7 +35,7 @@
 //! that had not received a claim yet forgets the claim, and a retry then runs the operation
 //! again. With [`Durability::Replicas`] the store waits (`WAIT`) until replicas have each
 //! claim before the handler runs, and a claim that does not get there in time is released
-//! and answered [`StoreError::NotDurable`] (503). See [`Durability`], and `docs/redis.md` for
+//! and answered [`StoreError::NotDurable`] (503). See [`Durability`], and [docs/redis.md](https://github.com/idem-rs/idem/blob/main/docs/redis.md) for
 //! what each deployment and setting survives.
 //!
 //! # Round trips
@@ -97,7 +103,7 @@
 //! - With replication, a failover to a replica can lose the latest claims and completions
 //!   (replication is asynchronous) unless the [`Durability`] waits for the replicas.
 //!
-//! See `docs/redis.md` in the repository for more, and for performance figures.
+//! See [docs/redis.md](https://github.com/idem-rs/idem/blob/main/docs/redis.md) in the repository for more, and for performance figures.
 
 mod builder;
 mod durability;
@@ -110,7 +116,7 @@ mod sentinel;
 use std::{fmt, sync::Arc, time::Duration};
 
 use ::redis::{
-    ErrorKind, IntoConnectionInfo, RedisError, ServerErrorKind, Value,
+    ErrorKind, IntoConnectionInfo, ServerErrorKind, Value,
     aio::{ConnectionLike, ConnectionManager},
 };
 use async_trait::async_trait;
@@ -187,12 +193,19 @@ impl RedisStore<ConnectionManager> {
     /// ```no_run
     /// use idem::{Idempotency, redis::RedisStore};
     ///
-    /// # async fn run() -> Result<(), redis::RedisError> {
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let idem = Idempotency::new(RedisStore::connect("redis://127.0.0.1:6379").await?);
     /// # drop(idem);
     /// # Ok(()) }
     /// ```
-    pub async fn connect(url: impl IntoConnectionInfo) -> Result<Self, RedisError> {
+    ///
+    /// # Errors
+    ///
+    /// A [`ConnectError`](idem_core::store::ConnectError) that names Redis and its address,
+    /// never its password, when it cannot be reached.
+    pub async fn connect(
+        url: impl IntoConnectionInfo,
+    ) -> Result<Self, idem_core::store::ConnectError> {
         Self::builder().connect(url).await
     }
 

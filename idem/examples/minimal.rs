@@ -27,7 +27,6 @@
 //! has its authentication insert an `idem::Principal` into each request.
 
 use std::{
-    net::SocketAddr,
     process::ExitCode,
     sync::atomic::{AtomicU64, Ordering},
 };
@@ -39,6 +38,9 @@ use axum::{
 };
 use idem::{Idempotency, IdempotencyLayer, MemoryStore, Policy, Scope, idempotent, problem};
 use serde_json::{Value, json};
+
+#[path = "support/mod.rs"]
+mod support;
 
 /// How many times a handler has run: a retry that is replayed does not count.
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -53,7 +55,7 @@ async fn create_order(Json(order): Json<Value>) -> (StatusCode, Json<Value>) {
     )
 }
 
-/// Creates a refund; the layer around its router makes it idempotent.
+/// Creates a refund; the layer around its route makes it idempotent.
 async fn create_refund(Json(refund): Json<Value>) -> (StatusCode, Json<Value>) {
     let id = RUNS.fetch_add(1, Ordering::Relaxed) + 1;
     (
@@ -62,88 +64,24 @@ async fn create_refund(Json(refund): Json<Value>) -> (StatusCode, Json<Value>) {
     )
 }
 
-/// Where the example listens unless `--addr` says otherwise: not 3000, where the shop does.
-const DEFAULT_ADDR: &str = "127.0.0.1:3010";
-
-const USAGE: &str = "usage: minimal [--addr HOST:PORT] (default 127.0.0.1:3010)";
-
 #[tokio::main]
 async fn main() -> ExitCode {
-    let addr = match address(std::env::args().skip(1)) {
-        Ok(Some(addr)) => addr,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(error) => {
-            eprintln!("minimal: {error}; {USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // idem says what it does, and what is set up wrong, through `tracing`: print it.
+    tracing_subscriber::fmt::init();
     // One runtime, one store, shared by both forms.
     let idem = Idempotency::new(MemoryStore::default());
 
-    let refunds =
-        Router::new()
-            .route("/refunds", post(create_refund))
-            .layer(IdempotencyLayer::new(
-                idem.clone(),
-                Policy::new().scope(Scope::Global),
-            ));
+    // The layer on the route's method router, with `route_layer`: it wraps the POST handler
+    // alone, so a request to no route, or with a method the route does not serve, gets the
+    // router's own 404 or 405, key or no key.
+    let layer = IdempotencyLayer::new(idem.clone(), Policy::new().scope(Scope::Global));
     let app = Router::new()
         .route("/orders", post(create_order))
-        .merge(refunds)
+        .route("/refunds", post(create_refund).route_layer(layer))
         // Where the `type` of idem's Problem Details leads: what each refusal means.
         .route(problem::CATALOGUE_PATH, get(problem::catalogue))
         // `#[idempotent]` handlers find the runtime as a request extension.
         .layer(Extension(idem.clone()));
-
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            eprintln!(
-                "minimal: cannot listen on {addr}: {error}; choose another address with --addr HOST:PORT"
-            );
-            return ExitCode::FAILURE;
-        }
-    };
-    match listener.local_addr() {
-        Ok(bound) => println!("listening on http://{bound}"),
-        Err(error) => eprintln!("minimal: {error}"),
-    }
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await;
-    // A handler whose client left keeps running; let it store its result before exiting.
-    idem.shutdown().await;
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("minimal: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The address the arguments name (`--addr HOST:PORT` or `--addr=HOST:PORT`), the default
-/// without one, or `None` for `--help`.
-fn address(mut args: impl Iterator<Item = String>) -> Result<Option<SocketAddr>, String> {
-    let mut value = None;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--help" | "-h" => return Ok(None),
-            "--addr" => value = Some(args.next().ok_or("--addr needs a value")?),
-            other => match other.strip_prefix("--addr=") {
-                Some(addr) => value = Some(addr.to_owned()),
-                None => return Err(format!("unknown argument `{other}`")),
-            },
-        }
-    }
-    let value = value.unwrap_or_else(|| DEFAULT_ADDR.to_owned());
-    value
-        .parse()
-        .map(Some)
-        .map_err(|_| format!("{value:?} is not an address; use HOST:PORT, as in 127.0.0.1:3011"))
+    // Not 3000, where the shop listens.
+    support::serve("minimal", "127.0.0.1:3010", app, idem).await
 }

@@ -72,6 +72,7 @@ async fn create_order(ProblemJson(order): ProblemJson<Value>) -> (StatusCode, Js
 
 #[tokio::main]
 async fn main() {
+    tracing_subscriber::fmt::init();
     let idem = Idempotency::new(MemoryStore::default());
     let app = Router::new()
         .route("/orders", post(create_order))

@@ -31,6 +31,44 @@
 //! Or a layer makes every POST and PATCH route of a router idempotent under one [`Policy`]:
 //! see [`IdempotencyLayer`].
 //!
+//! # Per-user keys
+//!
+//! The example above shares its keys among all callers (`scope = "global"`), which suits a
+//! machine-to-machine API. The default scope, `user`, keeps each user's keys apart: the
+//! service's authentication names the user by inserting a [`Principal`] into the request,
+//! for instance in its authentication extractor:
+//!
+//! ```
+//! use axum::{extract::FromRequestParts, http::{StatusCode, request::Parts}};
+//! use idem::prelude::*;
+//!
+//! struct User(String);
+//!
+//! impl<S: Send + Sync> FromRequestParts<S> for User {
+//!     type Rejection = StatusCode;
+//!
+//!     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, StatusCode> {
+//!         let user = parts.headers.get("authorization")
+//!             .and_then(|value| value.to_str().ok()?.strip_prefix("Bearer "))
+//!             .ok_or(StatusCode::UNAUTHORIZED)?
+//!             .to_owned();
+//!         // Whose key this is.
+//!         parts.extensions.insert(Principal::new(user.clone()));
+//!         Ok(Self(user))
+//!     }
+//! }
+//!
+//! #[idempotent(ttl = "24h")] // scope = "user", the default
+//! async fn create_payment(User(user): User, body: String) -> String {
+//!     format!("{user} paid {body}")
+//! }
+//! ```
+//!
+//! The whole service is the example
+//! [`per_user`](https://github.com/idem-rs/idem/blob/main/idem/examples/per_user.rs)
+//! (`cargo run -p idem --example per_user`). A per-user route that reaches idem without a
+//! principal answers 500 `principal-missing`, the service's fault, and logs the fix once.
+//!
 //! # The crates
 //!
 //! This crate is the one a service adds; it re-exports the others, each by feature:

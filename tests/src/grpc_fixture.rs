@@ -181,8 +181,19 @@ pub fn refusal(status: &Status, code: Code, reason: &str) -> Option<Duration> {
 
 /// A raw unary call over HTTP/2: `body` as the request body, as it is.
 pub async fn raw_call(channel: Channel, user: &str, key: &str, body: Bytes) -> (Code, String) {
+    raw_call_to(channel, "/shop.v1.Payments/CreatePayment", user, key, body).await
+}
+
+/// [`raw_call`] to the method at `path`.
+pub async fn raw_call_to(
+    channel: Channel,
+    path: &str,
+    user: &str,
+    key: &str,
+    body: Bytes,
+) -> (Code, String) {
     use tower::ServiceExt;
-    let request = http::Request::post("/shop.v1.Payments/CreatePayment")
+    let request = http::Request::post(path)
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .header("authorization", format!("Bearer {user}"))

@@ -484,12 +484,12 @@ async fn global_scope_shares_one_key_space() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn user_scope_without_a_principal_is_401() {
+async fn user_scope_without_a_principal_is_the_services_fault_500() {
     let counter = Counter::default();
     let app = app(&runtime(), &counter);
     send(&app, post_to("/user", Some("k"), BODY))
         .await
-        .refusal(StatusCode::UNAUTHORIZED, "principal-missing");
+        .refusal(StatusCode::INTERNAL_SERVER_ERROR, "principal-missing");
     assert_eq!(counter.runs(), 0);
 }
 
@@ -561,7 +561,7 @@ async fn a_custom_scope_takes_its_principal_from_the_runtimes_resolver() {
     assert!(send(&app, as_tenant("acme")).await.replayed());
     send(&app, post_to("/tenant", Some("shared"), BODY))
         .await
-        .refusal(StatusCode::UNAUTHORIZED, "principal-missing");
+        .refusal(StatusCode::INTERNAL_SERVER_ERROR, "principal-missing");
     assert_eq!(counter.runs(), 2);
 }
 

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use idem::{Idempotency, MemoryStore, Policy, grpc::GrpcIdempotencyLayer};
 use idem_tests::{
     gate::Gate,
-    grpc_fixture::{authorize, create, pay, raw_call, refusal, replayed},
+    grpc_fixture::{authorize, create, pay, raw_call, raw_call_to, refusal, replayed},
     key,
     shop_fixture::user,
 };
@@ -314,6 +314,28 @@ async fn the_request_id_keys_a_call_without_metadata() {
         .unwrap_err();
     refusal(&missing, Code::InvalidArgument, "KEY_MISSING");
     assert_eq!(service.runs.load(Ordering::SeqCst), 1);
+}
+
+/// A call to a method that does not exist passes through untouched: the server's own
+/// `UNIMPLEMENTED`, with a key and without, never claimed, so never replayed, and a second
+/// call with the key and another message is not a reuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_method_is_the_servers_own_unimplemented() {
+    let service = Counted::default();
+    let served = Served::start(service.clone(), Policy::new()).await;
+    let channel = served.channel().await;
+    let (alice, key) = (user(), key());
+    for path in ["/shop.v1.Payments/NoSuchMethod", "/no.such.v1.Service/Call"] {
+        for message in [
+            &b"\x00\x00\x00\x00\x00"[..],
+            b"\x00\x00\x00\x00\x02\x08\x01",
+        ] {
+            let body = Bytes::copy_from_slice(message);
+            let (code, said) = raw_call_to(channel.clone(), path, &alice, &key, body).await;
+            assert_eq!(code, Code::Unimplemented, "{path}: {said}");
+        }
+    }
+    assert_eq!(service.runs.load(Ordering::SeqCst), 0);
 }
 
 /// Streaming methods pass through untouched: server reflection (a bidirectional stream)

@@ -5,7 +5,7 @@
 //!   the body back. A retry without the signature, or with a wrong one, is refused 401 and
 //!   never replayed; only a correctly signed retry gets the stored answer.
 //! - A user-scoped route: authentication outside the layer names the principal; inside it, the
-//!   layer finds none and answers 401 `principal-missing`.
+//!   layer finds none and answers 500 `principal-missing` (the service's fault).
 
 use std::sync::{
     Arc,
@@ -175,6 +175,6 @@ async fn user_scoped_keys_need_the_authentication_outside_the_layer() {
 
     // Inside the layer the authentication has not run yet when the key is scoped.
     let misplaced = Answer::of(pay("/inside", "alice")).await;
-    misplaced.problem(StatusCode::UNAUTHORIZED, "principal-missing");
+    misplaced.problem(StatusCode::INTERNAL_SERVER_ERROR, "principal-missing");
     assert_eq!(runs.0.load(Ordering::SeqCst), 2);
 }

@@ -22,7 +22,7 @@ use idem::{
     Idempotency, IdempotencyBuilder, MemoryStore,
     postgres::{PostgresStore, SweeperHandle},
     redis::{Durability, RedisStore},
-    store::{Store, StoreError},
+    store::{ConnectError, Store, StoreError},
 };
 
 use crate::ledger::{Ledger, PostgresLedger};
@@ -199,8 +199,8 @@ pub fn redact(url: &str) -> String {
 pub enum BackendError {
     /// `IDEM_STORE` names no store the shop knows.
     UnknownStore(String),
-    /// Redis could not be reached.
-    Redis(Box<dyn std::error::Error + Send + Sync>),
+    /// The store could not be reached: which, where, and what to check.
+    Connect(ConnectError),
     /// The database could not be reached or migrated.
     Postgres(sqlx::Error),
     /// The idempotency table could not be migrated.
@@ -216,7 +216,8 @@ impl fmt::Display for BackendError {
                  `redis://host:6379`, `redis+cluster://host:port,host:port`, \
                  `redis+sentinel://host:port,host:port/name` or `postgres://user@host/db`"
             ),
-            Self::Redis(error) => write!(f, "Redis: {error}"),
+            // The store's error says it all in its `Debug`, its own cause included.
+            Self::Connect(error) => write!(f, "{error:?}"),
             Self::Postgres(error) => write!(f, "PostgreSQL: {error}"),
             Self::Store(error) => write!(f, "the idempotency store: {error}"),
         }
@@ -227,7 +228,7 @@ impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::UnknownStore(_) => None,
-            Self::Redis(error) => Some(&**error),
+            Self::Connect(error) => Some(error),
             Self::Postgres(error) => Some(error),
             Self::Store(error) => Some(error),
         }
@@ -286,7 +287,9 @@ impl Backend {
                 Some(bound) => Self::in_memory(MemoryStore::builder().max_entries(bound).build()),
             }),
             StoreChoice::Redis(redis) => {
-                let mut backend = Self::open_redis(redis).await.map_err(BackendError::Redis)?;
+                let mut backend = Self::open_redis(redis)
+                    .await
+                    .map_err(BackendError::Connect)?;
                 backend.records = match redis.durability {
                     Durability::Async => format!("RedisStore ({})", redis.deployment_url()),
                     durability => format!(
@@ -299,7 +302,7 @@ impl Backend {
             StoreChoice::Postgres(url) => {
                 let store = PostgresStore::connect(url)
                     .await
-                    .map_err(BackendError::Postgres)?;
+                    .map_err(BackendError::Connect)?;
                 let mut backend = Self::postgres(store).await?;
                 backend.records = format!("PostgresStore ({})", redact(url));
                 Ok(backend)
@@ -307,9 +310,7 @@ impl Backend {
         }
     }
 
-    async fn open_redis(
-        redis: &RedisChoice,
-    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+    async fn open_redis(redis: &RedisChoice) -> Result<Self, ConnectError> {
         let builder = RedisStore::builder().durability(redis.durability);
         Ok(match &redis.deployment {
             RedisDeployment::Server(url) => Self::redis(builder.connect(url.as_str()).await?),

@@ -2,7 +2,7 @@
 //! errors. Each case's module declares, once, what it is ([`About`]: its name, title, what
 //! its verdict rests on and the settings it needs), the most requests it sends
 //! (`budget`), and how it runs: a function of the [`Context`] that sends its requests, reads
-//! the counts, and returns a [`Judgement`]. `docs/check.md` says, for each, what it sends and
+//! the counts, and returns a [`Judgement`]. [docs/check.md](https://github.com/idem-rs/idem/blob/main/docs/check.md) says, for each, what it sends and
 //! how it decides.
 
 mod bad_key;

@@ -106,7 +106,7 @@ pub fn app(options: ServeOptions) -> (Router, Idempotency, Runs) {
         .route("/payments", post(routes::create).get(routes::list))
         .route("/runs", get(routes::runs))
         .route("/healthz", get(routes::healthz))
-        .layer(IdempotencyLayer::new(idem.clone(), policy))
+        .route_layer(IdempotencyLayer::new(idem.clone(), policy))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             faults::drop_after_processing,

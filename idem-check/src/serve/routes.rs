@@ -70,7 +70,7 @@ pub(crate) async fn create(
 pub(crate) const CATALOGUE_PATH: &str = "/problems/check";
 
 /// The server's own problem types, in the Markdown [`catalogue_page`] renders (and
-/// docs/check.md repeats).
+/// [docs/check.md](https://github.com/idem-rs/idem/blob/main/docs/check.md) repeats).
 const PROBLEM_TYPES: &str = "### fault-injected
 **500.** A fault `idem-check serve` injected on purpose (`--fail-first`, `?fail_first=`):
 nothing was created. The key is released for a new run, or, with `--on-5xx stored`, this

@@ -18,6 +18,7 @@ use crate::{
         Idempotent, arguments::FromRequestArgs, door::AnnotatedDoor, handler::HandlerFn,
     },
     flow::{self, RequestFuture},
+    misconfigured,
     problem::{Problem, ProblemKind},
     runtime::Idempotency,
     scope::Route,
@@ -60,16 +61,22 @@ where
     }
 }
 
+/// 500: the router does not carry the runtime. Logged the first time each route meets it.
 fn not_installed(request: &Request) -> Response {
     let route = Route::of(request.extensions(), request.uri());
-    tracing::error!(
-        route = route.as_str(),
-        "#[idempotent] handler called without the idempotency runtime: add \
-         `.layer(axum::Extension(idempotency))` to the router"
-    );
+    if misconfigured::first_on_route("runtime-missing", route.as_str()) {
+        tracing::error!(
+            route = route.as_str(),
+            "#[idempotent] handler called without the idempotency runtime: add \
+             `.layer(axum::Extension(idempotency))` to the router that serves it, where \
+             `idempotency` is the service's `idem::Idempotency`; every request of this route is \
+             answered 500 until then (logged once per route)"
+        );
+    }
     Problem::new(
         ProblemKind::Misconfigured,
-        "the idempotency runtime is not installed on this service",
+        "the service is set up wrong (its idempotency runtime is not installed); the request \
+         was not run, and the fault is the service's, not the request's",
     )
     .into_response()
 }

@@ -55,7 +55,7 @@ use crate::{
 /// let idem = Idempotency::new(store);
 /// let app: Router = Router::new()
 ///     .route("/payments", post(create_payment))
-///     .layer(IdempotencyLayer::new(idem, Policy::new().scope(Scope::Global)));
+///     .route_layer(IdempotencyLayer::new(idem, Policy::new().scope(Scope::Global)));
 /// # drop(app); Ok(()) }
 ///
 /// /// The application's error type: a `TxError` answers its own Problem Details.

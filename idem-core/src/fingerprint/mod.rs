@@ -1,4 +1,4 @@
-//! Request fingerprints (see docs/contract.md, *The fingerprint*): is a retry the same request as the first attempt?
+//! Request fingerprints (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *The fingerprint*): is a retry the same request as the first attempt?
 //!
 //! ```
 //! use http::{header, HeaderMap, Method};
@@ -31,7 +31,7 @@
 //! 3. the method, as written (`POST`);
 //! 4. the request target as the caller passes it: the runtime passes the path and query the
 //!    request was sent to (`/orders/42/pay?notify=1`), not the route template: the template is
-//!    already part of the store key (see docs/contract.md, *Scope*), and the concrete target is
+//!    already part of the store key (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *Scope*), and the concrete target is
 //!    stricter: the same key and body sent to `/orders/1/pay` and then `/orders/2/pay` is
 //!    answered 422 instead of replaying order 1's result;
 //! 5. the body: its raw bytes, or its canonical JSON form, or the parts of a multipart body.

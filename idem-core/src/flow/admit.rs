@@ -108,7 +108,7 @@ pub(super) struct Scoped {
     pub(super) principal: Option<Principal>,
 }
 
-/// The principal of the request and the store key made from it, or 401.
+/// The principal of the request and the store key made from it, or 500 `principal-missing`.
 ///
 /// A run of the resumer is scoped to the principal its operation's record was, whatever the
 /// resolver would say of a request without credentials, and must map to that very record.

@@ -6,7 +6,7 @@
 //! 2. **Parts checks** ([`Door::head`]): what guards the handler and reads only the
 //!    request's parts; for `#[idempotent]`, its parts extractors, one of which may be the
 //!    authentication that names the principal.
-//! 3. **Scope** ([`admit::store_key`]): the principal (401 without one) and the store key.
+//! 3. **Scope** ([`admit::store_key`]): the principal (500 without one: the service named none) and the store key.
 //! 4. **Body checks** ([`Door::prepare`]): what guards the handler and reads the body;
 //!    for `#[idempotent]`, a body extractor that is not a pure parser (a signed webhook's).
 //!    Steps 2 and 4 run before the claim, so a replay is answered only to a request that

@@ -7,6 +7,7 @@ use idem_protocol::key::KeyError;
 
 use crate::{
     fingerprint::FingerprintAlgorithm,
+    misconfigured,
     observe::{self, Outcome},
     policy::Policy,
     problem::ProblemKind,
@@ -50,25 +51,29 @@ pub(crate) fn body_unreadable(idem: &Idempotency, route: &Route, error: &axum::E
     refuse(idem, route, ProblemKind::BodyUnreadable, detail)
 }
 
-/// 401: the key is scoped to a principal and the request has none. The first time, the log
-/// also says how to give requests one: the usual cause is authentication that runs after the
-/// idempotency layer, or none at all.
+/// 500: the key is scoped to a principal and the service's authentication named none. A
+/// service refuses an unauthenticated client itself, before idempotency runs; a request that
+/// reaches it without a principal on such a route shows the service's wiring at fault (its
+/// authentication runs after the layer, inserts no `Principal`, or lets the request through),
+/// so the client is not told to authenticate, and the log says what to fix, once per route.
 pub(crate) fn principal_missing(idem: &Idempotency, scope: &Scope, route: &Route) -> Response {
-    if idem.first_missing_principal() {
-        tracing::warn!(
+    if misconfigured::first_on_route("principal-missing", route.as_str()) {
+        tracing::error!(
             route = route.as_str(),
             scope = scope.name(),
-            "idempotency: a request had no principal for its key's scope and was answered 401. \
-             For scope `user`, the application's authentication must insert \
-             `idem::Principal` into the request's extensions before idempotency runs: as \
-             a middleware added with `Router::layer` after (outside) the IdempotencyLayer, or, \
-             with `#[idempotent]`, as an extractor argument of the handler. Custom scopes need \
-             a `ResolvePrincipal` on the runtime. (Logged once.)"
+            "idempotency: a request reached a route whose keys are per principal, and the \
+             service named none, so it was answered 500. For scope `user`, the service's \
+             authentication must insert `idem::Principal` into the request's extensions before \
+             idempotency runs: as a middleware added with `Router::layer` after (outside) the \
+             IdempotencyLayer, or, with `#[idempotent]`, in an extractor argument of the \
+             handler (`parts.extensions.insert(Principal::new(user_id))`). Custom scopes need a \
+             `ResolvePrincipal` on the runtime. (Logged once per route.)"
         );
     }
     let detail = format!(
-        "this Idempotency-Key is scoped to a principal ({}) and the request has none: \
-         authenticate the request",
+        "this route keeps its Idempotency-Keys per principal ({}), and the service did not \
+         identify the caller of this request; the request was not run, and the fault is the \
+         service's, not the request's",
         scope.name()
     );
     refuse(idem, route, ProblemKind::PrincipalMissing, detail)

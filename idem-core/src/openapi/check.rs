@@ -27,7 +27,7 @@ use super::{
 /// # async fn main() {
 /// let router: Router = Router::new()
 ///     .route("/orders", post(|| async { StatusCode::CREATED }))
-///     .layer(IdempotencyLayer::new(Idempotency::default(), Policy::new().scope(Scope::Global)));
+///     .route_layer(IdempotencyLayer::new(Idempotency::default(), Policy::new().scope(Scope::Global)));
 /// // A document that forgot the route.
 /// let document = OpenApi::default();
 /// let orders = Endpoint::new(Method::POST, "/orders");

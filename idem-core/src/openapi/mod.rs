@@ -22,7 +22,7 @@
 //! let policy = Policy::new().scope(Scope::Global);
 //! let router: Router = Router::new()
 //!     .route("/payments", post(create_payment))
-//!     .layer(IdempotencyLayer::new(Idempotency::default(), policy));
+//!     .route_layer(IdempotencyLayer::new(Idempotency::default(), policy));
 //!
 //! let document = Documenter::new().document(&router, ApiDoc::openapi()).await?;
 //! let json: serde_json::Value = serde_json::from_str(&document.to_json()?)?;
@@ -46,7 +46,7 @@
 //!   what a retry in flight meets;
 //! - idem's answers as `application/problem+json` (RFC 9457), each with the `type` URIs the
 //!   runtime writes (its `problem_type_base` included): 400 (key missing or malformed, body
-//!   unreadable), 401 (scopes with a principal), 409 and 503 with `Retry-After`, 410 (a
+//!   unreadable), 409 and 503 with `Retry-After`, 410 (a
 //!   response too large to keep), 413 (when a body limit applies, with the limit), 422, and
 //!   500 (the handler failed). A status the operation documents already keeps its words and
 //!   its schema, which the runtime's is added to (`anyOf`);

@@ -94,18 +94,9 @@ fn answers(policy: &Policy, facts: &RuntimeFacts) -> Vec<Answer> {
         retry_after,
     };
     let mut answers = vec![key_refused(policy)];
-    if policy.scope.needs_principal() {
-        answers.push(answer(
-            401,
-            &[ProblemKind::PrincipalMissing],
-            format!(
-                "The key is scoped to the caller (`{}`) and the request names none: \
-                 authenticate it.",
-                policy.scope.name()
-            ),
-            false,
-        ));
-    }
+    // No `principal-missing`: a service refuses an unauthenticated caller itself, with its
+    // own 401, and idem's 500 for a principal the service did not name is the service's bug,
+    // as `misconfigured` is, not an answer a client plans for.
     answers.push(answer(
         409,
         &[ProblemKind::RequestInFlight],

@@ -4,7 +4,7 @@
 //! section per kind, whose `id` is the kind's slug.
 //!
 //! The page is rendered once from [`CATALOGUE`], the Markdown that is also the rustdoc of
-//! [`ProblemKind`](super::ProblemKind) and the end of `docs/problems.md`: a `### slug` heading
+//! [`ProblemKind`](super::ProblemKind) and the end of [docs/problems.md](https://github.com/idem-rs/idem/blob/main/docs/problems.md): a `### slug` heading
 //! and a paragraph per kind, with only `**strong**` and `` `code` `` inside.
 
 use std::sync::LazyLock;

@@ -1,4 +1,4 @@
-//! What is stored and what is replayed (see docs/contract.md, *What is stored and what is replayed*).
+//! What is stored and what is replayed (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *What is stored and what is replayed*).
 //!
 //! The runtime captures a handler's response (status, headers, body), keeps what is safe to
 //! send again, and answers every retry with those bytes plus `Idempotent-Replayed: true`.
@@ -176,7 +176,7 @@ impl StoredResponse {
     /// The heap this record occupies, in bytes, for stores bounded by bytes: the record's one
     /// block with its shared counts and the allocator's header, and a sixteenth more for the
     /// allocator's rounding and slack, fitted to the resident memory a record really takes
-    /// (bench/memory.sh measures it; see docs/benchmarks.md, *Memory*).
+    /// (bench/memory.sh measures it; see [docs/benchmarks.md](https://github.com/idem-rs/idem/blob/main/docs/benchmarks.md), *Memory*).
     ///
     /// ```
     /// use http::{HeaderMap, StatusCode};

@@ -19,10 +19,7 @@ use std::{
     borrow::Cow,
     fmt,
     future::Future,
-    sync::{
-        Arc, Mutex, PoisonError,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -75,8 +72,6 @@ struct RuntimeState {
     /// The delay after which every resumable route's abandoned operations are resumed, if
     /// the service sets it for all of them.
     resume_after: Option<Duration>,
-    /// Whether a request without a principal has been explained in the log yet.
-    missing_principal_explained: AtomicBool,
     /// Stops the resumer, when one runs.
     resumer: Mutex<Option<Stop>>,
     /// The operations this process suspended and resumes itself (see [`resumer`]).
@@ -234,14 +229,6 @@ impl Idempotency {
         policy
     }
 
-    /// Whether this is the first request without a principal this runtime has seen.
-    pub(crate) fn first_missing_principal(&self) -> bool {
-        !self
-            .state
-            .missing_principal_explained
-            .swap(true, Ordering::Relaxed)
-    }
-
     /// The most time one store call may take.
     pub(crate) fn store_timeout(&self) -> Duration {
         self.state.store_timeout
@@ -341,7 +328,7 @@ impl IdempotencyBuilder {
     ///
     /// Retention is often an operator's decision more than the code's: the storage a store may
     /// use, a rule on how long requests may be kept, or a test environment that wants to see a
-    /// key expire (the sixth of the seven cases in docs/contract.md) without waiting a day.
+    /// key expire (the sixth of the seven cases in [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md)) without waiting a day.
     ///
     /// ```
     /// use std::time::Duration;
@@ -384,7 +371,6 @@ impl IdempotencyBuilder {
                 problem_type_base: self.problem_type_base,
                 max_ttl: self.max_ttl,
                 resume_after: self.resume_after,
-                missing_principal_explained: AtomicBool::new(false),
                 resumer: Mutex::default(),
                 schedule: Schedule::default(),
             }),

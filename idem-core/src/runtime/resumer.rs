@@ -1,4 +1,4 @@
-//! The resumer: the service finishing operations its clients abandoned (see docs/steps.md).
+//! The resumer: the service finishing operations its clients abandoned (see [docs/steps.md](https://github.com/idem-rs/idem/blob/main/docs/steps.md)).
 //!
 //! An operation of several steps that stopped part-way on a route with
 //! [`Policy::resume_after`](crate::Policy::resume_after) is due for resumption when nobody has

@@ -1,4 +1,4 @@
-//! Operations of several steps (see docs/steps.md): each named step of an idempotent handler
+//! Operations of several steps (see [docs/steps.md](https://github.com/idem-rs/idem/blob/main/docs/steps.md)): each named step of an idempotent handler
 //! runs once per operation, and a run that resumes an interrupted operation gets the outputs
 //! of the steps that ended instead of running them again.
 //!

@@ -1,4 +1,4 @@
-//! Where idempotency records live (see docs/contract.md, *The flow*, *In flight, expiry, store failures* and *Stores*): the [`Store`] trait and its contract.
+//! Where idempotency records live (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *The flow*, *In flight, expiry, store failures* and *Stores*): the [`Store`] trait and its contract.
 //!
 //! A record is the state of one key: **in flight** (claimed by a request that is running the
 //! operation, under a lease) or **completed** (the stored response). The runtime drives a
@@ -71,7 +71,7 @@
 //!
 //!
 //! A store that keeps the steps of operations of several steps ([`Store::step_support`],
-//! see [`operation`] and docs/steps.md) keeps three more:
+//! see [`operation`] and [docs/steps.md](https://github.com/idem-rs/idem/blob/main/docs/steps.md)) keeps three more:
 //!
 //! 11. **Steps in order.** [`record_step`](Store::record_step) appends the step at `index` to
 //!     the record in flight under the caller's token, and only if the record holds exactly
@@ -115,6 +115,7 @@
 //! A store keeps time on its own clock (the memory store on tokio's, Redis and PostgreSQL on
 //! the server's), so leases and TTLs are consistent across every process that shares it.
 
+mod connect;
 pub mod held;
 pub mod memory;
 pub mod operation;
@@ -123,6 +124,7 @@ use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 
 use async_trait::async_trait;
 
+pub use self::connect::ConnectError;
 pub use self::held::{Held, RecordState};
 pub use self::memory::MemoryStore;
 pub use self::operation::StepSupport;

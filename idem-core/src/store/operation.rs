@@ -1,4 +1,4 @@
-//! What a store keeps of an operation of several steps (see docs/steps.md): the output of
+//! What a store keeps of an operation of several steps (see [docs/steps.md](https://github.com/idem-rs/idem/blob/main/docs/steps.md)): the output of
 //! each step that ended, and, for a route the service resumes itself, the request to run it
 //! again.
 //!

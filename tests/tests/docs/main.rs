@@ -2,6 +2,7 @@
 //! and anchor resolves ([`links`]), and the programs the README shows build as pasted, from
 //! its own dependency lines ([`programs`]).
 
+mod compiler;
 mod links;
 mod markdown;
 mod programs;

@@ -47,7 +47,7 @@
 //! - **Streaming methods** pass through untouched, and so does everything the door does not
 //!   cover (reflection, health).
 //!
-//! `docs/grpc.md` in the repository has the table of codes beside the HTTP statuses, what is
+//! [docs/grpc.md](https://github.com/idem-rs/idem/blob/main/docs/grpc.md) in the repository has the table of codes beside the HTTP statuses, what is
 //! and is not canonical in protobuf's encoding, and the tests.
 
 mod answer;

@@ -1,6 +1,6 @@
 //! gRPC status codes both ways: the flow's refusals as `tonic::Status` with `google.rpc`
 //! details ([`refusal`]), and a handler's code as the HTTP status the flow decides by
-//! ([`http_status`], [`is_result`]). `docs/grpc.md` has both tables.
+//! ([`http_status`], [`is_result`]). [docs/grpc.md](https://github.com/idem-rs/idem/blob/main/docs/grpc.md) has both tables.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -136,7 +136,7 @@ mod tests {
         let table = [
             (ProblemKind::KeyMissing, Code::InvalidArgument),
             (ProblemKind::KeyMalformed, Code::InvalidArgument),
-            (ProblemKind::PrincipalMissing, Code::Unauthenticated),
+            (ProblemKind::PrincipalMissing, Code::Internal),
             (ProblemKind::RequestInFlight, Code::Aborted),
             (ProblemKind::ResponseNotReplayable, Code::FailedPrecondition),
             (ProblemKind::BodyTooLarge, Code::ResourceExhausted),

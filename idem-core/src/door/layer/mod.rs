@@ -12,14 +12,24 @@
 //! let idem = Idempotency::new(MemoryStore::default());
 //! let app: Router = Router::new()
 //!     .route("/payments", post(create_payment))
-//!     .layer(IdempotencyLayer::new(idem, Policy::new().scope(Scope::Global)));
+//!     .route_layer(IdempotencyLayer::new(idem, Policy::new().scope(Scope::Global)));
 //! # drop(app);
 //! ```
 //!
-//! Add the layer with [`Router::layer`](axum::Router::layer) so that it sees the matched
-//! route template (`/payments/{id}`), which the store key and the fingerprint use; outside
-//! a router it uses the request path. Safe methods (GET, HEAD, OPTIONS, TRACE) always pass
-//! through untouched.
+//! Where the layer goes decides what it sees besides the routes' handlers:
+//!
+//! - on a route's method router, `post(create_payment).route_layer(layer)`: the handler alone.
+//!   A request to no route (404) or with a method the route does not serve (405) gets the
+//!   router's own answer, key or no key;
+//! - with [`Router::route_layer`](axum::Router::route_layer): every route's handlers, and each
+//!   route's answer to a method it does not serve (405), but not the router's fallback (404);
+//! - with [`Router::layer`](axum::Router::layer): the fallback too.
+//!
+//! Wherever it goes, a request that matched no route passes through untouched (never claimed,
+//! never stored), and a 405 is never stored; but wrapping a route's 405, the layer asks a
+//! request without a key for one (400) before the router can say 405. The route's template
+//! (`/payments/{id}`) is what the store key uses; outside a router, the request path.
+//! Safe methods (GET, HEAD, OPTIONS, TRACE) always pass through untouched.
 //!
 //! The request body limit is axum's [`DefaultBodyLimit`](axum::extract::DefaultBodyLimit)
 //! (2 MiB unless set): put that layer outside this one to change it.
@@ -34,11 +44,12 @@
 //! extractors, the handler, and any middleware added with `route_layer` or a `layer` call made
 //! before this one. So every check that guards the operation (authentication,
 //! authorization, a webhook's signature over its body) must be a middleware outside this
-//! layer, which in axum means a `.layer(..)` call after this one: it then runs for a first
+//! layer, which in axum means a `.layer(..)` call after this one (or a `.route_layer(..)`
+//! after it): it then runs for a first
 //! request and for every replay alike, and a request it refuses never reaches the store.
 //! With `scope = user` it is also what inserts the [`Principal`](crate::scope::Principal) the layer
-//! scopes keys by; without one, every keyed request is answered 401 `principal-missing`, and
-//! the first is explained in the log.
+//! scopes keys by; without one, every keyed request is answered 500 `principal-missing` (the
+//! service's fault, not the client's), and the log says so once per route.
 //!
 //! ```
 //! use axum::{Router, extract::Request, http::StatusCode, middleware::{self, Next},
@@ -60,7 +71,7 @@
 //! # async fn create_payment() -> StatusCode { StatusCode::CREATED }
 //! let app: Router = Router::new()
 //!     .route("/payments", post(create_payment))
-//!     .layer(IdempotencyLayer::new(Idempotency::default(), Policy::new()))
+//!     .route_layer(IdempotencyLayer::new(Idempotency::default(), Policy::new()))
 //!     // Added after, so it runs before: for first requests and replays alike.
 //!     .layer(middleware::from_fn(authenticate));
 //! # drop(app);

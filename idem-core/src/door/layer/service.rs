@@ -9,18 +9,19 @@ use std::{
 
 use axum::{
     body::Body,
-    extract::Request,
+    extract::{MatchedPath, OriginalUri, Request},
     response::{IntoResponse, Response},
 };
 use tower_service::Service;
 
 use bytes::Bytes;
-use http::request::Parts;
+use http::{StatusCode, request::Parts};
 
 use super::IdempotencyLayer;
 use crate::{
     context::IdempotencyContext,
     flow::{self, Door, RequestFuture},
+    replay::NoStore,
 };
 
 /// The future of an [`IdempotencyService`]: a request the layer takes through idempotency
@@ -71,7 +72,7 @@ where
         // next `poll_ready` (tower's documented pattern).
         let fresh = self.inner.clone();
         let wrapped = LayerDoor(std::mem::replace(&mut self.inner, fresh));
-        if !self.layer.methods.contains(request.method()) {
+        if !self.layer.methods.contains(request.method()) || unrouted(&request) {
             return ResponseFuture(RequestFuture::cancellable(wrapped.call(request)));
         }
         let (idem, policy) = (self.layer.idem.clone(), self.layer.policy);
@@ -82,6 +83,15 @@ where
         }
         ResponseFuture(flow::start(idem, policy, request, wrapped))
     }
+}
+
+/// Whether an axum router routed the request and found no route for it: its fallback (404)
+/// is the service's own answer, not an operation, and is never claimed or stored. A router
+/// marks every request it routes (`OriginalUri`) and each one it matched (`MatchedPath`);
+/// a request with neither reached the layer outside a router, where the path is its route.
+fn unrouted(request: &Request) -> bool {
+    let extensions = request.extensions();
+    extensions.get::<MatchedPath>().is_none() && extensions.get::<OriginalUri>().is_some()
 }
 
 /// The wrapped service, ready: the layer's [`Door`]. Its extractors and middleware run
@@ -136,7 +146,16 @@ where
     }
 
     fn call(self, request: Request) -> impl Future<Output = Response> + Send + 'static {
-        LayerDoor::call(self, request)
+        let response = LayerDoor::call(self, request);
+        async move {
+            let mut response = response.await;
+            // 405 is the router's answer for a method the route does not serve (a layer added
+            // with `Router::layer` wraps it too): not the operation's result, so not stored.
+            if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+                response.extensions_mut().insert(NoStore);
+            }
+            response
+        }
     }
 
     fn call_without_key(self, request: Request) -> impl Future<Output = Response> + Send + 'static {

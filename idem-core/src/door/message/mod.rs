@@ -57,7 +57,7 @@
 //! At start-up the runner refuses broker settings that cannot work (a lease longer than
 //! JetStream's `AckWait`, a redelivery horizon longer than the TTL): see [`nats`]. The whole
 //! model, the table with its reasons, and what each store guarantees are in
-//! `docs/messages.md`.
+//! [docs/messages.md](https://github.com/idem-rs/idem/blob/main/docs/messages.md).
 //!
 //! # Logs
 //!

@@ -1,4 +1,4 @@
-//! Step 6, running a claimed request's handler to the end (see docs/contract.md, *The flow*,
+//! Step 6, running a claimed request's handler to the end (see [docs/contract.md](https://github.com/idem-rs/idem/blob/main/docs/contract.md), *The flow*,
 //! steps 4 to 6).
 //!
 //! The run renews the lease while the handler runs, catches a panic, captures the response

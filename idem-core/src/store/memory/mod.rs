@@ -149,7 +149,7 @@ impl MemoryStore {
     }
 
     /// How full the store is, and how many records it evicted before their TTL: what to size
-    /// it by (see [`fill`] and docs/observability.md). Runs the cache's pending
+    /// it by (see [`fill`] and [docs/observability.md](https://github.com/idem-rs/idem/blob/main/docs/observability.md)). Runs the cache's pending
     /// maintenance first, so the figures are exact; with the feature `metrics` it also sets the
     /// store's gauges, which a service calls before each scrape for exact figures.
     ///
@@ -262,7 +262,7 @@ impl MemoryStoreBuilder {
     ///
     /// The weight counts the process's resident set, which grows by a little more than the
     /// records' heap (the allocator's own bookkeeping, about 5% to 20% by record size on
-    /// glibc); docs/benchmarks.md, *Memory*, has the figures.
+    /// glibc); [docs/benchmarks.md](https://github.com/idem-rs/idem/blob/main/docs/benchmarks.md), *Memory*, has the figures.
     pub fn max_bytes(mut self, bytes: u64) -> Self {
         self.max_bytes = bytes.max(1);
         self
