@@ -89,6 +89,12 @@ pub use idem_redis as redis;
 #[doc(inline)]
 pub use idem_postgres as postgres;
 
+/// The MySQL and MariaDB store (feature `mysql`): the crate `idem-mysql`.
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+#[doc(inline)]
+pub use idem_mysql as mysql;
+
 /// The client side, for a service that also calls an idempotent API (feature `client`): the
 /// crate `idem-client`. A program that is only a client depends on `idem-client` alone, which
 /// builds without the server.
