@@ -302,7 +302,8 @@ impl Store for MySqlStore {
         ttl: Duration,
     ) -> Result<(), StoreError> {
         let statements = &self.shared.statements;
-        let kept = self.shared.packet.fit(&self.shared.pool, response).await?;
+        let pool = &self.shared.pool;
+        let kept = self.shared.packet.fit(pool, pool, response).await?;
         let update = statements.complete(key, token, &kept, ttl);
         self.fenced(update, Some(statements.completed(key, token)))
             .await

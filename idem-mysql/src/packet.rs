@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use sqlx::MySqlPool;
+use sqlx::{MySqlExecutor, MySqlPool};
 use tokio::sync::OnceCell;
 
 use super::errors::store_error;
@@ -28,9 +28,12 @@ pub(crate) struct Packet {
 }
 
 impl Packet {
-    /// `response` if its bytes fit in one statement, or its record without the body.
-    pub(crate) async fn fit<'a>(
+    /// `response` if its bytes fit in one statement, or its record without the body. The
+    /// limit is asked on `executor` the first time: a transaction's own connection, so that a
+    /// completion never waits for a second connection while it holds one.
+    pub(crate) async fn fit<'a, 'e>(
         &self,
+        executor: impl MySqlExecutor<'e>,
         pool: &MySqlPool,
         response: &'a StoredResponse,
     ) -> Result<Cow<'a, StoredResponse>, StoreError> {
@@ -38,7 +41,7 @@ impl Packet {
             .max
             .get_or_try_init(|| async {
                 sqlx::query_scalar::<_, i64>("SELECT CAST(@@max_allowed_packet AS SIGNED)")
-                    .fetch_one(pool)
+                    .fetch_one(executor)
                     .await
             })
             .await

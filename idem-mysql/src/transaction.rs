@@ -102,7 +102,11 @@ impl StoreTransaction for MySqlTransaction {
         response: &StoredResponse,
         ttl: Duration,
     ) -> Result<(), StoreError> {
-        let kept = match self.packet.fit(&self.pool, response).await {
+        let packet = Arc::clone(&self.packet);
+        let fitted = packet
+            .fit(&mut *self.transaction, &self.pool, response)
+            .await;
+        let kept = match fitted {
             Ok(kept) => kept,
             Err(error) => {
                 let _ = self.transaction.rollback().await;
