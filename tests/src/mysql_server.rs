@@ -21,10 +21,10 @@ impl MySqlServer {
     /// Creates a data directory (`mariadb-install-db`) and starts a server on it, or says why
     /// it cannot (the programs are not installed) and answers `None`.
     pub fn start() -> Option<Self> {
-        let installed = Command::new("mariadb-install-db")
-            .arg("--help")
+        // `mariadb-install-db --help` exits 1: ask `command -v`, as a shell would.
+        let installed = Command::new("sh")
+            .args(["-c", "command -v mariadb-install-db"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .status()
             .is_ok_and(|status| status.success());
         if !installed || !std::path::Path::new(MARIADBD).exists() {
@@ -46,15 +46,18 @@ impl MySqlServer {
             port: crate::free_port(),
             child: None,
         };
-        let status = Command::new("mariadb-install-db")
+        let installed = Command::new("mariadb-install-db")
             .args(["--no-defaults", "--user=mysql", "--skip-test-db"])
             .arg("--auth-root-authentication-method=normal")
             .arg(format!("--datadir={}", server.data()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+            .output()
             .expect("cannot run mariadb-install-db");
-        assert!(status.success(), "mariadb-install-db failed");
+        assert!(
+            installed.status.success(),
+            "mariadb-install-db failed: {}{}",
+            String::from_utf8_lossy(&installed.stdout),
+            String::from_utf8_lossy(&installed.stderr)
+        );
         server.restart();
         Some(server)
     }
