@@ -32,11 +32,13 @@ impl MySqlServer {
             return None;
         }
         let dir = std::env::temp_dir().join(format!("idem-mysql-{:016x}", rand::random::<u64>()));
-        std::fs::create_dir_all(&dir).expect("a directory for the server");
+        // A temporary directory of its own: servers that share one (the default, /tmp) can
+        // collide on their temporary tables while `mariadb-install-db` bootstraps them.
+        std::fs::create_dir_all(dir.join("tmp")).expect("a directory for the server");
         // mariadbd runs as the `mysql` OS user when started as root: the directory is its.
         if is_root() {
             let status = Command::new("chown")
-                .args(["mysql:", &dir.display().to_string()])
+                .args(["-R", "mysql:", &dir.display().to_string()])
                 .status()
                 .expect("cannot run chown");
             assert!(status.success(), "chown of the server's directory failed");
@@ -50,6 +52,7 @@ impl MySqlServer {
             .args(["--no-defaults", "--user=mysql", "--skip-test-db"])
             .arg("--auth-root-authentication-method=normal")
             .arg(format!("--datadir={}", server.data()))
+            .arg(format!("--tmpdir={}", server.dir.join("tmp").display()))
             .output()
             .expect("cannot run mariadb-install-db");
         assert!(
@@ -77,6 +80,7 @@ impl MySqlServer {
             .arg(format!("--socket={}", self.dir.join("sock").display()))
             .arg(format!("--pid-file={}", self.dir.join("pid").display()))
             .arg(format!("--log-error={}", self.dir.join("log").display()))
+            .arg(format!("--tmpdir={}", self.dir.join("tmp").display()))
             .args([
                 "--user=mysql",
                 "--bind-address=127.0.0.1",
