@@ -1,4 +1,5 @@
-//! idem-check against the shop on each store (memory, Redis, PostgreSQL, MySQL): every case passes.
+//! idem-check against the shop on each store (memory, Redis, PostgreSQL, MySQL): every case
+//! passes.
 //!
 //! The retention case waits out the payments' TTL, so the shop runs with its records kept
 //! for 10 s at most (`SHOP_MAX_TTL_MS`, the runtime's `max_ttl`, which never goes below the
