@@ -175,10 +175,10 @@ ORDER BY resume_at
 LIMIT ?
 FOR UPDATE SKIP LOCKED";
 
-/// Defers the due operations just read by `?` 1 microseconds; the keys follow.
+/// Defers the due operations just read (the keys) by the last `?`, in microseconds.
 const DEFER: &str = "\
-UPDATE {table} SET resume_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE store_key IN ({keys})";
+UPDATE {table} AS record JOIN ({keys}) AS chosen ON record.store_key = chosen.store_key
+SET record.resume_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND";
 
 /// What is held for a key (store rule 14): a live record's times as microseconds since the
 /// epoch on the server's clock, its state, and the first 4 bytes of a completed record's
@@ -217,10 +217,15 @@ ORDER BY expires_at
 LIMIT ?
 FOR UPDATE SKIP LOCKED";
 
-/// The sweeper's deletion of the batch it chose; the keys follow.
+/// The sweeper's deletion of the batch it chose (the keys). The rows are locked by the
+/// statement that chose them, so they are still expired. The keys are a derived table joined
+/// on the primary key rather than a `WHERE store_key IN (...)`, for which the optimizer may
+/// scan the table instead (a small one, or with many keys): a `DELETE` that scans locks every
+/// row it reads, and would wait for the expired rows another transaction holds, which the
+/// choice skipped.
 const SWEEP: &str = "\
-DELETE FROM {table}
-WHERE store_key IN ({keys}) AND expires_at <= UTC_TIMESTAMP(6)";
+DELETE record FROM {table} AS record
+JOIN ({keys}) AS chosen ON record.store_key = chosen.store_key";
 
 /// A query with the store's parameters.
 pub(crate) type Statement = Query<'static, MySql, MySqlArguments>;
@@ -441,21 +446,22 @@ impl Statements {
     }
 }
 
-/// `template` with one placeholder per key in `{keys}`, and `first` (if any) then the keys
-/// bound. The list is padded to a power of two with the last key (which `IN` does not mind),
-/// so that a few statement texts, prepared once each, serve every batch.
-fn keyed(template: &str, keys: &[Vec<u8>], first: Option<i64>) -> Statement {
+/// `template` with `{keys}` a derived table of the keys, one placeholder each, and the keys
+/// then `last` (if any) bound. The list is padded to a power of two with the last key (which
+/// joins the row it names once all the same), so that a few statement texts, prepared once
+/// each, serve every batch.
+fn keyed(template: &str, keys: &[Vec<u8>], last: Option<i64>) -> Statement {
     let slots = keys.len().max(1).next_power_of_two();
-    let placeholders = vec!["?"; slots].join(", ");
+    let derived = vec!["SELECT ? AS store_key"; slots].join(" UNION ALL ");
     // The text is the checked table name and placeholders: nothing from input.
-    let sql = AssertSqlSafe(template.replace("{keys}", &placeholders));
+    let sql = AssertSqlSafe(template.replace("{keys}", &derived));
     let mut query = sqlx::query(sql);
-    if let Some(first) = first {
-        query = query.bind(first);
-    }
-    let last = keys.last().cloned().unwrap_or_default();
+    let padding = keys.last().cloned().unwrap_or_default();
     for index in 0..slots {
-        query = query.bind(keys.get(index).cloned().unwrap_or_else(|| last.clone()));
+        query = query.bind(keys.get(index).cloned().unwrap_or_else(|| padding.clone()));
+    }
+    if let Some(last) = last {
+        query = query.bind(last);
     }
     query
 }
