@@ -166,6 +166,8 @@ fi
 # The `redis` configuration: the servers' own Redis, on the servers' core, so that its CPU is
 # counted beside theirs and wrk keeps core 1. Nothing persisted, for every store alike.
 server_env=(BENCH_WORKERS=1 "BENCH_CONFIG=$config")
+# `sql` scopes keys as `user` does; each server's command names its database.
+[ "$config" != sql ] || server_env=(BENCH_WORKERS=1 BENCH_CONFIG=user)
 redis_pid=""
 if [ "$config" = redis ]; then
   redis_port=$((base_port + 90))
@@ -536,8 +538,8 @@ echo '```'
 config_number=0
 for config in $configs; do
   case $config in
-    user | global | redis) ;;
-    *) echo "bench: unknown configuration \`$config\`; expected user, global or redis" >&2; exit 2 ;;
+    user | global | redis | sql) ;;
+    *) echo "bench: unknown configuration \`$config\`; expected user, global, redis or sql" >&2; exit 2 ;;
   esac
   bench_config "$config"
   config_number=$((config_number + 1))
