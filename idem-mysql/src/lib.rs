@@ -66,7 +66,7 @@
 //! # Transactional mode
 //!
 //! [`Store::begin`] opens a transaction on the pool; the [`Tx`](idem_core::extract::Tx)
-//! extractor hands its [`MySqlConnection`](sqlx::MySqlConnection) to the handler, beginning it
+//! extractor hands its `sqlx::MySqlConnection` to the handler, beginning it
 //! on first use. The runtime then completes the record inside it (the same fenced `UPDATE`)
 //! and commits: the handler's rows and the record commit together, or neither does. If the
 //! lease was taken over meanwhile, the update matches no row, the transaction rolls back and
