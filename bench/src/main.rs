@@ -28,8 +28,7 @@
 use std::{process::ExitCode, time::Duration};
 
 use idem::{
-    MemoryStore, mysql::MySqlStore, postgres::PostgresStore, redis::Durability,
-    redis::RedisStore,
+    MemoryStore, mysql::MySqlStore, postgres::PostgresStore, redis::Durability, redis::RedisStore,
 };
 use idem_bench::server::{Scoping, Server, bounded_store, roomy_store};
 

@@ -227,7 +227,7 @@ async fn claims_of_a_key_just_released_grant_it_once_without_errors() {
     for _ in 0..20 {
         let mut claims = JoinSet::new();
         for _ in 0..100 {
-            let (store, key, fp) = (Arc::clone(&store), key.clone(), fp.clone());
+            let store = Arc::clone(&store);
             claims.spawn(async move {
                 let token = LeaseToken::random();
                 let outcome = store.claim(Claim {

@@ -27,9 +27,7 @@ use idem::{
     steps::Resumption, steps::StepError, steps::Steps,
 };
 use idem_conformance::FaultyStore;
-use idem_tests::{
-    Answer, Served, eventually, key, mysql_fixture, postgres_fixture, redis_fixture,
-};
+use idem_tests::{Answer, Served, eventually, key, mysql_fixture, postgres_fixture, redis_fixture};
 use serde_json::{Value, json};
 
 /// What the bank and the ledger do, and what they did.
