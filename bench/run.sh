@@ -19,6 +19,13 @@
 #   add Redis's own time to the server's: a store that makes Redis work harder is not
 #   cheaper for doing less in its own process. `axum-idempotent` has no Redis store of its
 #   own (its responses live in sessions) and is left out.
+# - `sql` (not run by default): keys scoped as in `user`, records in PostgreSQL
+#   (`PostgresStore`) and in MySQL or MariaDB (`MySqlStore`), each in a database of the run's
+#   own on the machine's servers (BENCH_DATABASE_URL, default
+#   postgres://postgres@127.0.0.1:5432/postgres, and BENCH_MYSQL_URL, default
+#   mysql://root@127.0.0.1:3306/test, name the servers), beside the bare handler; no peers
+#   (neither has a SQL store). The CPU columns are the server's alone: the databases' own
+#   processes are not counted.
 #
 # Usage: bench/run.sh [seconds per run, default 10] [rounds, default 3] [connections, default 32]
 # Environment: BENCH_PEERS=0 leaves the peers out; BENCH_CONFIGS (default "user global redis") the
@@ -61,11 +68,33 @@ done
 
 work=$(mktemp -d)
 pids=()
+sql_database=""
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [ -n "$sql_database" ]; then
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    psql -q "$postgres_server" -c "DROP DATABASE IF EXISTS $sql_database" >/dev/null 2>&1 || true
+    mysql -h "$mysql_host" -P "$mysql_port" -u root -e "DROP DATABASE IF EXISTS $sql_database" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+# The `sql` configuration's databases, one of the run's own on each server: sets
+# `postgres_url` and `mysql_url`.
+sql_databases() {
+  postgres_server=${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+  local mysql_server=${BENCH_MYSQL_URL:-mysql://root@127.0.0.1:3306/test} authority
+  authority=${mysql_server#mysql://}
+  authority=${authority#*@}
+  authority=${authority%%/*}
+  mysql_host=${authority%:*} mysql_port=${authority##*:}
+  sql_database="idem_bench_$$"
+  psql -q "$postgres_server" -c "CREATE DATABASE $sql_database" >/dev/null
+  mysql -h "$mysql_host" -P "$mysql_port" -u root -e "CREATE DATABASE $sql_database"
+  postgres_url="${postgres_server%/*}/$sql_database"
+  mysql_url="${mysql_server%/*}/$sql_database"
+}
 
 
 echo "bench: building idem-bench" >&2
@@ -99,6 +128,7 @@ describe() { # config: what the configuration is, for the tables' heading
     user) echo "scope user, the principal read from Authorization by a resolver, MemoryStore::default()" ;;
     global) echo "scope global, a store with room for every key of the run" ;;
     redis) echo "scope user as in \`user\`, records in a Redis server of the run's own; CPU is the server's and Redis's" ;;
+    sql) echo "scope user as in \`user\`, records in PostgreSQL and in MySQL, a database of the run's own on each; CPU is the server's alone" ;;
     *) echo "unknown" ;;
   esac
 }
@@ -116,7 +146,15 @@ servers=(
 )
 [ -z "$baseline" ] || servers+=("baseline|idem \`IdempotencyLayer\`, $baseline_label|$baseline/idem-bench layer")
 store_note=""
-if [ "$with_peers" != 0 ]; then
+if [ "$config" = sql ]; then
+  sql_databases
+  servers=(
+    "bare|bare handler|target/release/idem-bench bare"
+    "postgres|idem \`IdempotencyLayer\`, \`PostgresStore\`|env BENCH_POSTGRES_URL=$postgres_url target/release/idem-bench layer"
+    "mysql|idem \`IdempotencyLayer\`, \`MySqlStore\`|env BENCH_MYSQL_URL=$mysql_url target/release/idem-bench layer"
+  )
+  store_note="PostgreSQL $(psql -tAq "$postgres_url" -c 'SHOW server_version' | cut -d' ' -f1) and $(mysql -N -B -h "$mysql_host" -P "$mysql_port" -u root -e 'SELECT VERSION()'), the machine's servers with their own settings, in databases of the run's own (dropped at its end); the CPU figures are the server's alone"
+elif [ "$with_peers" != 0 ]; then
   servers+=("idempotent|\`idempotent\` $idempotent_version|target/release/idem-bench-peers idempotent")
   if [ "$config" = redis ]; then
     store_note="idem's servers keep their records in \`RedisStore\`, \`idempotent\` in its \`ValkeyStore\`; \`axum-idempotent\` has no Redis store and is left out"
@@ -128,6 +166,8 @@ fi
 # The `redis` configuration: the servers' own Redis, on the servers' core, so that its CPU is
 # counted beside theirs and wrk keeps core 1. Nothing persisted, for every store alike.
 server_env=(BENCH_WORKERS=1 "BENCH_CONFIG=$config")
+# `sql` scopes keys as `user` does; each server's command names its database.
+[ "$config" != sql ] || server_env=(BENCH_WORKERS=1 BENCH_CONFIG=user)
 redis_pid=""
 if [ "$config" = redis ]; then
   redis_port=$((base_port + 90))
@@ -310,7 +350,11 @@ echo
 echo "wrk: 1 thread on core 1, $connections connections, ${duration}s per run, $rounds round(s);" \
   "each server: 1 tokio worker on core 0. Load average (1, 5, 15 min): $load_start at the configuration's start, $load_end at its end."
 [ -z "$peers_note" ] || echo "Note: $peers_note."
-[ -z "$store_note" ] || echo "Stores: $store_note; Redis $redis_version on 127.0.0.1:$redis_port, pinned with the servers, without persistence. Every CPU figure is the server's and Redis's together."
+if [ "$config" = sql ]; then
+  echo "Stores: $store_note."
+elif [ -n "$store_note" ]; then
+  echo "Stores: $store_note; Redis $redis_version on 127.0.0.1:$redis_port, pinned with the servers, without persistence. Every CPU figure is the server's and Redis's together."
+fi
 [ -z "$skipped_note" ] || echo "Note: $skipped_note"
 echo
 awk -v ticks_per_s="$(getconf CLK_TCK)" -v seconds="$duration" '
@@ -494,8 +538,8 @@ echo '```'
 config_number=0
 for config in $configs; do
   case $config in
-    user | global | redis) ;;
-    *) echo "bench: unknown configuration \`$config\`; expected user, global or redis" >&2; exit 2 ;;
+    user | global | redis | sql) ;;
+    *) echo "bench: unknown configuration \`$config\`; expected user, global, redis or sql" >&2; exit 2 ;;
   esac
   bench_config "$config"
   config_number=$((config_number + 1))

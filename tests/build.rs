@@ -2,7 +2,8 @@
 //! needs one is reported `ignored` (with the variable to set) rather than `ok` when it is not.
 //!
 //! `cfg(idem_test_redis)` when `IDEM_TEST_REDIS_URL` is set, `cfg(idem_test_postgres)` when
-//! `IDEM_TEST_DATABASE_URL` is, `cfg(idem_test_nats)` and `cfg(idem_test_amqp)` when
+//! `IDEM_TEST_DATABASE_URL` is, `cfg(idem_test_mysql)` when `IDEM_TEST_MYSQL_URL` is,
+//! `cfg(idem_test_nats)` and `cfg(idem_test_amqp)` when
 //! `IDEM_TEST_NATS_URL` and `IDEM_TEST_AMQP_URL` are; cargo rebuilds the tests when one changes.
 //! `cfg(idem_test_waitaof)` when the `redis-server` on `PATH` has `WAITAOF` (Redis 7.2 and
 //! later), which the tests of the append-only-file durability need. `cfg(idem_test_python)`
@@ -15,6 +16,7 @@ fn main() {
     for (variable, cfg) in [
         ("IDEM_TEST_REDIS_URL", "idem_test_redis"),
         ("IDEM_TEST_DATABASE_URL", "idem_test_postgres"),
+        ("IDEM_TEST_MYSQL_URL", "idem_test_mysql"),
         ("IDEM_TEST_NATS_URL", "idem_test_nats"),
         ("IDEM_TEST_AMQP_URL", "idem_test_amqp"),
     ] {

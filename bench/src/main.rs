@@ -15,7 +15,10 @@
 //! stays in the CPU's caches, one of 100,000 does not). With `BENCH_REDIS_URL=redis://...`
 //! they are in a `RedisStore` on that server (`bench/redis-wait.sh`), which waits for
 //! `BENCH_REDIS_WAIT_REPLICAS` replicas (default: none, asynchronous) for at most
-//! `BENCH_REDIS_WAIT_TIMEOUT_MS` (default 100) after each claim and completion.
+//! `BENCH_REDIS_WAIT_TIMEOUT_MS` (default 100) after each claim and completion. With
+//! `BENCH_POSTGRES_URL=postgres://...` or `BENCH_MYSQL_URL=mysql://...` they are in a
+//! `PostgresStore` or a `MySqlStore` in that database's `idempotency_records`, migrated at
+//! start (`bench/run.sh`'s configuration `sql`).
 //!
 //! With `BENCH_SPIN=N` every request first does N rounds of arithmetic on one stack slot (no
 //! allocation, no call; about 4.6 ns each on the benchmark machine): the bare handler slowed
@@ -24,7 +27,9 @@
 
 use std::{process::ExitCode, time::Duration};
 
-use idem::{MemoryStore, redis::Durability, redis::RedisStore};
+use idem::{
+    MemoryStore, mysql::MySqlStore, postgres::PostgresStore, redis::Durability, redis::RedisStore,
+};
 use idem_bench::server::{Scoping, Server, bounded_store, roomy_store};
 
 fn main() -> ExitCode {
@@ -57,8 +62,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
+        let (postgres, mysql) = (
+            std::env::var("BENCH_POSTGRES_URL"),
+            std::env::var("BENCH_MYSQL_URL"),
+        );
         let app = match std::env::var("BENCH_REDIS_URL") {
             Ok(url) => server.router(scoping, redis_store(&url).await?),
+            Err(_) if postgres.is_ok() => {
+                let store = PostgresStore::connect(&postgres?).await?;
+                store.migrate().await?;
+                server.router(scoping, store)
+            }
+            Err(_) if mysql.is_ok() => {
+                let store = MySqlStore::connect(&mysql?).await?;
+                store.migrate().await?;
+                server.router(scoping, store)
+            }
             Err(_) if std::env::var_os("BENCH_STORE_ENTRIES").is_some() => {
                 let entries = std::env::var("BENCH_STORE_ENTRIES")?.parse()?;
                 server.router(scoping, bounded_store(entries))

@@ -78,6 +78,7 @@
 //! | `macros` | yes | `#[idempotent]` on a handler | `idem-macros` |
 //! | `redis` | | [`redis`]: `RedisStore`, records shared by several instances (one server, Cluster, Sentinel) | `idem-redis` |
 //! | `postgres` | | [`postgres`]: `PostgresStore`, records committed with the handler's own writes | `idem-postgres` |
+//! | `mysql` | | [`mysql`]: `MySqlStore`, the same on MySQL 8 or MariaDB 10.6 and later | `idem-mysql` |
 //! | `metrics` | | counters, gauges and a histogram through the `metrics` facade | |
 //! | `client` | | [`client`]: retries with one key per operation, for a service that also calls idempotent APIs | `idem-client` |
 //! | `nats` | | `message::nats`: message handlers on NATS JetStream | |
@@ -96,6 +97,7 @@
 //! request can rely on), [the attribute](https://github.com/idem-rs/idem/blob/main/docs/macro.md),
 //! [Redis](https://github.com/idem-rs/idem/blob/main/docs/redis.md),
 //! [PostgreSQL](https://github.com/idem-rs/idem/blob/main/docs/postgres.md),
+//! [MySQL](https://github.com/idem-rs/idem/blob/main/docs/mysql.md),
 //! [operations of several steps](https://github.com/idem-rs/idem/blob/main/docs/steps.md),
 //! [message handlers](https://github.com/idem-rs/idem/blob/main/docs/messages.md),
 //! [gRPC](https://github.com/idem-rs/idem/blob/main/docs/grpc.md),
@@ -126,6 +128,12 @@ pub use idem_redis as redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 #[doc(inline)]
 pub use idem_postgres as postgres;
+
+/// The MySQL and MariaDB store (feature `mysql`): the crate `idem-mysql`.
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+#[doc(inline)]
+pub use idem_mysql as mysql;
 
 /// The client side, for a service that also calls an idempotent API (feature `client`): the
 /// crate `idem-client`. A program that is only a client depends on `idem-client` alone, which

@@ -10,6 +10,8 @@ pub mod grpc_fixture;
 pub mod inprocess;
 pub mod ledger;
 pub mod message_fixture;
+pub mod mysql_fixture;
+pub mod mysql_server;
 pub mod nats_fixture;
 pub mod postgres_fixture;
 pub mod postgres_server;

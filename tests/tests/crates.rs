@@ -8,10 +8,10 @@ use std::{
 };
 
 /// The stores of the family, each a crate of its own.
-const STORE_CRATES: [&str; 2] = ["idem-redis", "idem-postgres"];
+const STORE_CRATES: [&str; 3] = ["idem-redis", "idem-postgres", "idem-mysql"];
 
 /// The crates a user gets from crates.io.
-const LIBRARY_CRATES: [&str; 9] = [
+const LIBRARY_CRATES: [&str; 10] = [
     "idem",
     "idem-core",
     "idem-macros",
@@ -19,6 +19,7 @@ const LIBRARY_CRATES: [&str; 9] = [
     "idem-client",
     "idem-redis",
     "idem-postgres",
+    "idem-mysql",
     "idem-conformance",
     "idem-check",
 ];

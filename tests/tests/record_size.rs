@@ -1,4 +1,5 @@
-//! Bytes per record, measured: how much PostgreSQL and Redis hold for each completed record,
+//! Bytes per record, measured: how much PostgreSQL, MySQL and Redis hold for each completed
+//! record,
 //! for the benchmark's response and for a 4 KiB one. Measurements, not tests: they are
 //! `#[ignore]`d, and `bench/record-size.sh` runs them and prints the figures
 //! (docs/benchmarks.md, *Bytes per record*).
@@ -7,7 +8,7 @@
 //! service does (a claim, then the completion, 32 at a time), into a table or under a key
 //! prefix of its own, measures, and removes what it wrote. The PostgreSQL store's connections
 //! commit with `synchronous_commit = off`, which changes nothing stored and only how long the
-//! fill takes.
+//! fill takes (MySQL has no such session setting: its fill waits for each commit's flush).
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -17,6 +18,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use idem::{replay::StoredResponse, store::Claim, store::LeaseToken, store::Store};
 use idem_conformance::{fingerprint, new_key};
 use idem_tests::{
+    mysql_fixture,
     postgres_fixture::{admin_pool, database_url, drop_table, fresh_store},
     redis_fixture::{connect, redis_url},
 };
@@ -248,4 +250,62 @@ async fn used_memory(side: &mut redis::aio::MultiplexedConnection) -> i64 {
         .find_map(|line| line.strip_prefix("used_memory:"))
         .and_then(|bytes| bytes.trim().parse().ok())
         .expect("INFO memory has used_memory")
+}
+
+#[ignore = "a measurement: bench/record-size.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_bytes_per_record() {
+    let Some(url) = mysql_fixture::mysql_url("mysql_bytes_per_record") else {
+        return;
+    };
+    let n = records();
+    let admin = mysql_fixture::admin_pool(&url).await;
+    println!("MySQL, {n} completed records each");
+    println!("| response | stored response | when | data | indexes | total | per record |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (name, shape) in SHAPES {
+        let store = Arc::new(mysql_fixture::fresh_store(&url).await);
+        let table = store.table().to_string();
+        fill(store.clone(), n, shape, |_| async {}).await;
+        let encoded = shape(0).as_bytes().len();
+        for when in ["as written", "after OPTIMIZE TABLE"] {
+            if when == "after OPTIMIZE TABLE" {
+                sqlx::raw_sql(AssertSqlSafe(format!("OPTIMIZE TABLE {table}")))
+                    .execute(&admin)
+                    .await
+                    .unwrap();
+            }
+            let [data, indexes] = mysql_sizes(&admin, &table).await;
+            let mib = |bytes: i64| format!("{:.1} MiB", bytes as f64 / 1048576.0);
+            println!(
+                "| {name} | {encoded} B | {when} | {} | {} | {} | {} B |",
+                mib(data),
+                mib(indexes),
+                mib(data + indexes),
+                (data + indexes) / n as i64
+            );
+        }
+        mysql_fixture::drop_table(&admin, &table).await;
+    }
+}
+
+/// `data_length` (the clustered index: rows, and the pages of responses stored off the row)
+/// and `index_length` (the secondary indexes) of `table`, once `ANALYZE TABLE` has counted
+/// them afresh.
+async fn mysql_sizes(pool: &sqlx::MySqlPool, table: &str) -> [i64; 2] {
+    sqlx::raw_sql(AssertSqlSafe(format!("ANALYZE TABLE {table}")))
+        .execute(pool)
+        .await
+        .unwrap();
+    let (database, name) = table.split_once('.').expect("a qualified test table");
+    let (data, indexes): (i64, i64) = sqlx::query_as(
+        "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED) \
+         FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+    )
+    .bind(database)
+    .bind(name)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    [data, indexes]
 }

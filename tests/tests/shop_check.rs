@@ -1,4 +1,5 @@
-//! idem-check against the shop on each store (memory, Redis, PostgreSQL): every case passes.
+//! idem-check against the shop on each store (memory, Redis, PostgreSQL, MySQL): every case
+//! passes.
 //!
 //! The retention case waits out the payments' TTL, so the shop runs with its records kept
 //! for 10 s at most (`SHOP_MAX_TTL_MS`, the runtime's `max_ttl`, which never goes below the
@@ -9,7 +10,7 @@
 //! 800 ms here, given up on after 300 ms, and what the concurrent case sends), counted by
 //! `GET /transfers`; a refund while the bank is down as the failing request, whose 502 the
 //! shop declares stored (`store_server_errors`); both key spellings.
-//! The Redis and PostgreSQL runs are ignored, naming the variable, when it is unset.
+//! The Redis, PostgreSQL and MySQL runs are ignored, naming the variable, when it is unset.
 
 use std::time::Duration;
 
@@ -130,4 +131,24 @@ async fn every_case_passes_against_the_shop_on_postgres() {
         .unwrap();
     let backend = Backend::postgres(store).await.unwrap();
     assert_every_case_passes(&check_the_shop(backend).await);
+}
+
+#[cfg_attr(not(idem_test_mysql), ignore = "IDEM_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_case_passes_against_the_shop_on_mysql() {
+    let test = "every_case_passes_against_the_shop_on_mysql";
+    let Some(url) = idem_tests::mysql_fixture::mysql_url(test) else {
+        return;
+    };
+    let admin = idem_tests::mysql_fixture::admin_pool(&url).await;
+    let records = idem_tests::mysql_fixture::fresh_name(&admin, "r").await;
+    let store = idem::mysql::MySqlStore::builder()
+        .table(&records)
+        .unwrap()
+        .connect(&url)
+        .await
+        .unwrap();
+    let backend = Backend::mysql(store).await.unwrap();
+    assert_every_case_passes(&check_the_shop(backend).await);
+    idem_tests::mysql_fixture::drop_table(&admin, &records).await;
 }

@@ -7,8 +7,9 @@
 //! | `redis+cluster://HOST:PORT[,HOST:PORT...]` | `RedisStore` on the Redis Cluster those seed nodes belong to | in this process's memory |
 //! | `redis+sentinel://HOST:PORT[,HOST:PORT...]/NAME` | `RedisStore` on the primary the sentinels name `NAME`, followed through failovers | in this process's memory |
 //! | `postgres://...` | `PostgresStore` | PostgreSQL tables, written in the record's transaction |
+//! | `mysql://...` or `mariadb://...` | `MySqlStore` | MySQL or MariaDB tables, written in the record's transaction |
 //!
-//! The shop's data follows the store only in PostgreSQL, where the point is that a payment
+//! The shop's data follows the store only in PostgreSQL and MySQL, where the point is that a payment
 //! row and its record commit together. With Redis, several shops share their idempotency
 //! records (a key sent to two of them runs once) but each keeps its own payments: a real
 //! service would keep those in a shared database too.
@@ -27,6 +28,8 @@ use idem::{
 
 use crate::ledger::{Ledger, PostgresLedger};
 
+mod mysql;
+
 /// The store `IDEM_STORE` names.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreChoice {
@@ -36,6 +39,9 @@ pub enum StoreChoice {
     Redis(RedisChoice),
     /// A PostgreSQL database: `postgres://` or `postgresql://`.
     Postgres(String),
+    /// A MySQL or MariaDB database: `mysql://` or `mariadb://` (which sqlx reads as
+    /// `mysql://`).
+    MySql(String),
 }
 
 /// A Redis deployment, and how far each claim must travel before the handler runs.
@@ -109,6 +115,8 @@ impl FromStr for StoreChoice {
                 })
             }
             Some("postgres" | "postgresql") => Ok(Self::Postgres(value.to_owned())),
+            Some("mysql") => Ok(Self::MySql(value.to_owned())),
+            Some("mariadb") => Ok(Self::MySql(value.replacen("mariadb", "mysql", 1))),
             _ => Err(BackendError::UnknownStore(redact(value))),
         }
     }
@@ -140,7 +148,7 @@ impl fmt::Display for StoreChoice {
         match self {
             Self::Memory => f.write_str("memory"),
             Self::Redis(redis) => write!(f, "{}", redis.deployment_url()),
-            Self::Postgres(url) => f.write_str(&redact(url)),
+            Self::Postgres(url) | Self::MySql(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -203,6 +211,8 @@ pub enum BackendError {
     Connect(ConnectError),
     /// The database could not be reached or migrated.
     Postgres(sqlx::Error),
+    /// The MySQL or MariaDB database could not be reached or migrated.
+    MySql(sqlx::Error),
     /// The idempotency table could not be migrated.
     Store(StoreError),
 }
@@ -214,11 +224,13 @@ impl fmt::Display for BackendError {
                 f,
                 "IDEM_STORE={value:?} names no store; use `memory` (the default), \
                  `redis://host:6379`, `redis+cluster://host:port,host:port`, \
-                 `redis+sentinel://host:port,host:port/name` or `postgres://user@host/db`"
+                 `redis+sentinel://host:port,host:port/name`, `postgres://user@host/db` or \
+                 `mysql://user@host/db`"
             ),
             // The store's error says it all in its `Debug`, its own cause included.
             Self::Connect(error) => write!(f, "{error:?}"),
             Self::Postgres(error) => write!(f, "PostgreSQL: {error}"),
+            Self::MySql(error) => write!(f, "MySQL: {error}"),
             Self::Store(error) => write!(f, "the idempotency store: {error}"),
         }
     }
@@ -229,7 +241,7 @@ impl std::error::Error for BackendError {
         match self {
             Self::UnknownStore(_) => None,
             Self::Connect(error) => Some(error),
-            Self::Postgres(error) => Some(error),
+            Self::Postgres(error) | Self::MySql(error) => Some(error),
             Self::Store(error) => Some(error),
         }
     }
@@ -248,6 +260,7 @@ pub struct Backend {
     /// `GET /metrics` to ask how full it is.
     pub memory_store: Option<MemoryStore>,
     sweeper: Option<SweeperHandle>,
+    mysql_sweeper: Option<idem::mysql::SweeperHandle>,
 }
 
 impl Backend {
@@ -267,6 +280,7 @@ impl Backend {
             ),
             memory_store: Some(store),
             sweeper: None,
+            mysql_sweeper: None,
         }
     }
 
@@ -307,6 +321,7 @@ impl Backend {
                 backend.records = format!("PostgresStore ({})", redact(url));
                 Ok(backend)
             }
+            StoreChoice::MySql(url) => Self::open_mysql(url).await,
         }
     }
 
@@ -363,6 +378,7 @@ impl Backend {
             records: "RedisStore".to_owned(),
             memory_store: None,
             sweeper: None,
+            mysql_sweeper: None,
         }
     }
 
@@ -380,12 +396,16 @@ impl Backend {
             records: "PostgresStore".to_owned(),
             memory_store: None,
             sweeper: Some(sweeper),
+            mysql_sweeper: None,
         })
     }
 
     /// Stops background work (the sweeper).
     pub async fn close(mut self) {
         if let Some(sweeper) = self.sweeper.take() {
+            sweeper.stop().await;
+        }
+        if let Some(sweeper) = self.mysql_sweeper.take() {
             sweeper.stop().await;
         }
     }
@@ -411,11 +431,20 @@ mod tests {
             "postgresql://db/x".parse::<StoreChoice>(),
             Ok(StoreChoice::Postgres(_))
         ));
-        let refused = "mysql://root:hunter2@db/x"
+        let mysql = "mysql://root@127.0.0.1:3306/test";
+        assert_eq!(
+            mysql.parse::<StoreChoice>().unwrap(),
+            StoreChoice::MySql(mysql.to_owned())
+        );
+        assert_eq!(
+            "mariadb://db/x".parse::<StoreChoice>().unwrap(),
+            StoreChoice::MySql("mysql://db/x".to_owned())
+        );
+        let refused = "mongodb://root:hunter2@db/x"
             .parse::<StoreChoice>()
             .unwrap_err();
         assert!(
-            refused.to_string().contains("mysql://root:***@db/x"),
+            refused.to_string().contains("mongodb://root:***@db/x"),
             "{refused}"
         );
         assert!(!refused.to_string().contains("hunter2"));

@@ -1,7 +1,8 @@
 //! Where the shop keeps its payments, refunds and transfers: in process memory, or in
-//! PostgreSQL inside each request's transaction.
+//! PostgreSQL or MySQL inside each request's transaction.
 //!
-//! With the PostgreSQL store (`IDEM_STORE=postgres://...`) every write goes through the
+//! With the PostgreSQL or MySQL store (`IDEM_STORE=postgres://...`, `mysql://...`) every
+//! write goes through the
 //! request's [`Tx`]: the runtime completes the idempotency record in that same transaction
 //! and commits once, so a payment row exists exactly when its stored response does. With the
 //! memory or Redis store the shop's data lives in this process's memory, and a handler's `Tx`
@@ -10,6 +11,7 @@
 //! Reads (`GET`) are not idempotent operations and use the pool directly.
 
 mod memory;
+mod mysql;
 mod postgres;
 
 use axum::response::{IntoResponse, Response};
@@ -18,7 +20,7 @@ use idem::{
     steps::{StepError, Steps},
 };
 
-pub use self::{memory::MemoryLedger, postgres::PostgresLedger};
+pub use self::{memory::MemoryLedger, mysql::MySqlLedger, postgres::PostgresLedger};
 use crate::{
     model::{Payment, PaymentReceipt, Refund, Transfer},
     problem::{ShopProblem, ShopProblemKind},
@@ -31,6 +33,8 @@ pub enum Ledger {
     Memory(MemoryLedger),
     /// In PostgreSQL, written in each request's transaction.
     Postgres(PostgresLedger),
+    /// In MySQL or MariaDB, written in each request's transaction.
+    MySql(MySqlLedger),
 }
 
 /// What a refund found.
@@ -102,6 +106,7 @@ impl Ledger {
         match self {
             Self::Memory(_) => "in this process's memory",
             Self::Postgres(_) => "in PostgreSQL, in the idempotency record's transaction",
+            Self::MySql(_) => "in MySQL, in the idempotency record's transaction",
         }
     }
 
@@ -118,6 +123,7 @@ impl Ledger {
                 Ok(())
             }
             Self::Postgres(postgres) => postgres.insert_payment(tx, owner, payment).await,
+            Self::MySql(mysql) => mysql.insert_payment(tx, owner, payment).await,
         }
     }
 
@@ -134,6 +140,7 @@ impl Ledger {
                 Ok(())
             }
             Self::Postgres(postgres) => postgres.insert_receipt(tx, owner, receipt).await,
+            Self::MySql(mysql) => mysql.insert_receipt(tx, owner, receipt).await,
         }
     }
 
@@ -142,6 +149,7 @@ impl Ledger {
         match self {
             Self::Memory(memory) => Ok(memory.receipts(owner)),
             Self::Postgres(postgres) => postgres.receipts(owner).await,
+            Self::MySql(mysql) => mysql.receipts(owner).await,
         }
     }
 
@@ -150,6 +158,7 @@ impl Ledger {
         match self {
             Self::Memory(memory) => Ok(memory.payments(owner)),
             Self::Postgres(postgres) => postgres.payments(owner).await,
+            Self::MySql(mysql) => mysql.payments(owner).await,
         }
     }
 
@@ -158,6 +167,7 @@ impl Ledger {
         match self {
             Self::Memory(memory) => Ok(memory.payment(owner, id)),
             Self::Postgres(postgres) => postgres.payment(owner, id).await,
+            Self::MySql(mysql) => mysql.payment(owner, id).await,
         }
     }
 
@@ -171,13 +181,14 @@ impl Ledger {
         match self {
             Self::Memory(memory) => Ok(memory.refund(owner, refund)),
             Self::Postgres(postgres) => postgres.refund(tx, owner, refund).await,
+            Self::MySql(mysql) => mysql.refund(tx, owner, refund).await,
         }
     }
 
     /// Records a new transfer of `owner`, as the step `ledger` of its operation: a run that
     /// resumes the operation after this step gets the transfer it recorded, and writes nothing.
     ///
-    /// In PostgreSQL the row is written in the step's own transaction, which commits it with
+    /// In PostgreSQL and MySQL the row is written in the step's own transaction, which commits it with
     /// the step's record: the row exists exactly when the step is recorded. In memory the row
     /// and the record are two writes; both go with the process.
     pub async fn record_transfer(
@@ -209,6 +220,19 @@ impl Ledger {
                     })
                     .await
             }
+            Self::MySql(_) => {
+                let owner = owner.to_owned();
+                steps
+                    .transaction("ledger", |conn: &mut sqlx::MySqlConnection| {
+                        Box::pin(async move {
+                            MySqlLedger::insert_transfer(conn, &owner, &transfer)
+                                .await
+                                .map_err(ledger_failed)?;
+                            Ok(transfer)
+                        })
+                    })
+                    .await
+            }
         }
     }
 
@@ -217,6 +241,7 @@ impl Ledger {
         match self {
             Self::Memory(memory) => Ok(memory.transfers(owner)),
             Self::Postgres(postgres) => postgres.transfers(owner).await,
+            Self::MySql(mysql) => mysql.transfers(owner).await,
         }
     }
 
@@ -230,6 +255,7 @@ impl Ledger {
         match self {
             Self::Memory(memory) => Ok(memory.settle_transfer(id)),
             Self::Postgres(postgres) => postgres.settle_transfer(tx, id).await,
+            Self::MySql(mysql) => mysql.settle_transfer(tx, id).await,
         }
     }
 }
