@@ -26,14 +26,25 @@ use crate::model::{Payment, PaymentReceipt, Refund, Transfer, now};
 pub const KEY_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The operation keys, added to the shop's tables (`ledger::postgres`'s), which a shop on the
-/// PostgreSQL store leaves empty.
+/// PostgreSQL store leaves empty. Only once: `ALTER TABLE` and `CREATE INDEX` lock a table
+/// even when there is nothing to do, and a shop that starts beside others writing their
+/// books would then deadlock with them.
 const MIGRATION: &str = r#"
-ALTER TABLE shop_payments ADD COLUMN IF NOT EXISTS operation text;
-CREATE UNIQUE INDEX IF NOT EXISTS shop_payments_operation_idx ON shop_payments (operation);
-ALTER TABLE shop_refunds ADD COLUMN IF NOT EXISTS operation text;
-CREATE UNIQUE INDEX IF NOT EXISTS shop_refunds_operation_idx ON shop_refunds (operation);
-ALTER TABLE shop_transfers ADD COLUMN IF NOT EXISTS operation text;
-CREATE UNIQUE INDEX IF NOT EXISTS shop_transfers_operation_idx ON shop_transfers (operation);
+DO $$
+DECLARE
+    books text;
+BEGIN
+    FOREACH books IN ARRAY ARRAY['shop_payments', 'shop_refunds', 'shop_transfers'] LOOP
+        IF NOT EXISTS (
+            SELECT FROM pg_attribute
+            WHERE attrelid = to_regclass(books) AND attname = 'operation' AND NOT attisdropped
+        ) THEN
+            EXECUTE format('ALTER TABLE %I ADD COLUMN operation text', books);
+            EXECUTE format('CREATE UNIQUE INDEX %I ON %I (operation)', books || '_operation_idx', books);
+        END IF;
+    END LOOP;
+END
+$$;
 "#;
 
 /// Frees the key of a row older than [`KEY_LIFETIME`], per table; `$1` the key, `$2` the
