@@ -49,7 +49,10 @@ type Entry = [u8; 48];
 /// What `due_take.lua` found for one entry.
 enum Taken {
     /// Due: answered, and deferred until `next`.
-    Due { next: f64, operation: DueOperation },
+    Due {
+        next: f64,
+        operation: Box<DueOperation>,
+    },
     /// Not due before `at`.
     Later(f64),
     /// The entry names no operation to resume.
@@ -137,7 +140,7 @@ where
             for (&(entry, seen), taken) in chunk.iter().zip(taken) {
                 let next = match taken {
                     Ok(Taken::Due { next, operation }) => {
-                        due.push(operation);
+                        due.push(*operation);
                         next
                     }
                     Ok(Taken::Later(at)) => at,
@@ -210,11 +213,11 @@ where
                     .ok_or_else(|| malformed("a due operation without its suspensions"))?;
                 Ok(Taken::Due {
                     next: f64::from_be_bytes(*next),
-                    operation: DueOperation {
+                    operation: Box::new(DueOperation {
                         key,
                         request: KeptRequest::decode(request),
                         suspensions: u32::from_be_bytes(*suspensions),
-                    },
+                    }),
                 })
             }
             b"later" => payload
