@@ -13,13 +13,12 @@
 //!   time before it writes it). An operation is therefore never resumable without its entry,
 //!   whenever the process that claimed it dies.
 //! - **The record decides.** When an entry falls due, the record it names is read under the
-//!   entry's token ([`due_take.lua`](self)): held by that token, resumable, its lease lapsed
+//!   entry's token (`due_take.lua`): held by that token, resumable, its lease lapsed
 //!   and its own time come, it is deferred by `hold` and answered; not yet due, the entry
 //!   moves to the record's time; anything else (no record, completed, taken over by another
 //!   claim, which marked an entry of its own, or not resumed on its own), the entry is
-//!   dropped. An entry that falls due before its claim landed cannot be dropped for it: it
-//!   falls due a lease and `resume_after` after it was marked, and the claim follows it at
-//!   once.
+//!   dropped. An entry does not fall due before its claim lands: it is due a lease and
+//!   `resume_after` after it was marked, and the claim follows it at once.
 //! - **Only what was seen is changed.** An entry moves or goes only if its score is still
 //!   the one it was listed with; a suspension that moved it meanwhile wins.
 //!
