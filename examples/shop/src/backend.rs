@@ -12,7 +12,7 @@
 //! share their idempotency records (a key sent to two of them runs once) and, with
 //! `SHOP_DATABASE_URL`, their books: a row and its record are then two writes in two
 //! systems, and each write is a step of its operation, keyed by it
-//! ([`DatabaseLedger`](crate::ledger::DatabaseLedger)). Without it, each shop keeps its own
+//! ([`DatabaseLedger`]). Without it, each shop keeps its own
 //! books in its memory, which a restart forgets.
 //!
 //! With Redis, `SHOP_REDIS_WAIT_REPLICAS` and `SHOP_REDIS_WAIT_TIMEOUT_MS` (read by
