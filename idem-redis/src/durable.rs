@@ -121,6 +121,29 @@ impl Durable {
         }
     }
 
+    /// A write that comes before a claim (the entry of the due index a resumable claim marks
+    /// first), on a lane, followed by the wait. One short of its target answers
+    /// [`StoreError::NotDurable`]: the claim is not made, and what was written alone is
+    /// harmless (an entry without its record is dropped when it falls due).
+    pub(super) async fn write_or_refuse(
+        &self,
+        lanes: &Arc<Lanes>,
+        call: ScriptCall<'_>,
+        command_timeout: Duration,
+    ) -> Result<Reply, StoreError> {
+        let limit = command_timeout + self.durability.timeout();
+        match self.write(lanes, &call, limit).await {
+            Ok((lane, reply, Err(shortfall))) if reply.wrote() => {
+                count_shortfall("claim");
+                lane.fell_short();
+                Err(StoreError::NotDurable(Box::new(shortfall)))
+            }
+            Ok((_, reply, _)) => Ok(reply),
+            Err(Failed::Error(error)) => Err(error),
+            Err(Failed::TimedOut(_)) => Err(StoreError::Timeout(limit)),
+        }
+    }
+
     /// Sends `call` and the wait on a lane, within `limit`: the script's reply, and whether
     /// the wait met the target.
     async fn write(

@@ -69,6 +69,11 @@
 //! | 67..75 | the suspensions and the steps that ended (two big-endian `u32`) | 59..: the response, [`StoredResponse::as_bytes`] bytes |
 //! | 75.. | each step: its length (`u32`), then its bytes | |
 //!
+//! A route the service resumes itself (`resume_after`) writes its in-flight record as `C` (a
+//! fresh claim) or `F` rather than `c` or `f`, with `resume_after`, when it is due, and the
+//! [`KeptRequest`](idem_core::store::operation::KeptRequest) between the header and the steps;
+//! see [Resumption](#resumption).
+//!
 //! A fresh claim cannot read the server's clock without a script, so it writes `c`: the
 //! lease's length rather than its end. Its expiry, set to the lifetime at the claim, has run
 //! down by the time elapsed since, so the claim was `lifetime - PTTL` ms ago; the first
@@ -83,6 +88,19 @@
 //! know, a record cut short, a response that does not decode) is answered
 //! [`StoreError::Corrupt`], and never overwritten. Records of format 1 (a hash per record,
 //! written by builds before this layout; never released) are of another type and read as such.
+//!
+//! # Resumption
+//!
+//! The store is [`StepSupport::Durable`]: it keeps an operation's steps in its record, and
+//! the request of a route the service resumes itself with its claim (never credentials), so
+//! that any instance's resumer finishes an operation whose process died. The operations that
+//! are due are found through one sorted set per prefix, `<prefix>due`, beside the records:
+//! an entry (the store key and the claim's token) is written before the record it points
+//! at, and the record decides whether the operation is due, in the script that defers it,
+//! so that of any number of instances one answers it. On a Redis Cluster no script can write
+//! a record and an index of many records together; this design needs no such script. A
+//! route without `resume_after` writes and reads no entry. `docs/redis.md` has the design
+//! and the choices it was weighed against.
 //!
 //! # Failures
 //!
@@ -106,6 +124,7 @@
 //! See [docs/redis.md](https://github.com/idem-rs/idem/blob/main/docs/redis.md) in the repository for more, and for performance figures.
 
 mod builder;
+mod due;
 mod durability;
 mod durable;
 mod lanes;
@@ -134,7 +153,7 @@ use self::{
 use idem_core::store::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError,
     held::{CompletedRecord, Held, InFlightRecord, RecordState},
-    operation::{Progress, RecordedStep, StepSupport, decode_steps},
+    operation::{DueOperation, Progress, RecordedStep, StepSupport, decode_steps},
 };
 use idem_core::{
     fingerprint::Fingerprint,
@@ -142,11 +161,24 @@ use idem_core::{
     scope::StoreKey,
 };
 
-/// Durations reach Redis as whole milliseconds, rounded up (a lease never ends early) and
-/// capped far beyond any sensible TTL so that server-side arithmetic stays exact.
+/// The longest duration sent to Redis, in ms: about 1,100 years, far beyond any sensible TTL,
+/// so that server-side arithmetic stays exact.
+const MOST_MILLIS: u128 = 1 << 45;
+
+/// Durations reach Redis as whole milliseconds, rounded up (a lease never ends early), at least
+/// one (an expiry of 0 is refused), and capped at [`MOST_MILLIS`].
 fn millis(duration: Duration) -> u64 {
-    const MAX: u128 = 1 << 45; // about 1,100 years
-    duration.as_nanos().div_ceil(1_000_000).clamp(1, MAX) as u64
+    duration
+        .as_nanos()
+        .div_ceil(1_000_000)
+        .clamp(1, MOST_MILLIS) as u64
+}
+
+/// A delay before an operation is due, in whole milliseconds rounded up: as [`millis`], but
+/// zero stays zero, so that an operation suspended to be resumed at once is due at once, not
+/// a millisecond later (which a resumer asking within that millisecond would miss).
+fn delay_millis(delay: Duration) -> u64 {
+    delay.as_nanos().div_ceil(1_000_000).min(MOST_MILLIS) as u64
 }
 
 /// A store on Redis (7.0 or later), shared by every instance of a service that uses the same
@@ -380,23 +412,33 @@ where
     }
 
     /// Claims `key` without a script, if it has no record: one `SET NX GET` that writes a
-    /// fresh claim, or answers what the key holds.
+    /// fresh claim (keeping `kept`, for a resumable route), or answers what the key holds.
     async fn claim_without_script(
         &self,
         key: &str,
         claim: &Claim<'_>,
+        kept: Option<&Kept>,
     ) -> Result<AtKey, StoreError> {
         let lifetime = millis(claim.in_flight_lifetime());
-        let fresh = record::claimed(
+        let plain = record::claimed(
             claim.fingerprint,
             claim.token,
             millis(claim.lease),
             lifetime,
         );
+        let resumable;
+        let fresh: &[u8] = match kept {
+            None => &plain,
+            Some(kept) => {
+                resumable = record::resumable_claimed(plain, kept.after_ms, &kept.request)
+                    .map_err(StoreError::backend)?;
+                &resumable
+            }
+        };
         let mut command = ::redis::cmd("SET");
         command
             .arg(key)
-            .arg(&fresh[..])
+            .arg(fresh)
             .arg("NX")
             .arg("GET")
             .arg("PX")
@@ -419,15 +461,20 @@ where
         }
     }
 
-    /// The claim script's call for `claim`, on the Redis key `key`.
-    fn claim_call(key: String, claim: &Claim<'_>) -> ScriptCall<'static> {
-        SCRIPTS
+    /// The claim script's call for `claim`, on the Redis key `key`, keeping `kept` for a
+    /// resumable route.
+    fn claim_call(key: String, claim: &Claim<'_>, kept: Option<&Kept>) -> ScriptCall<'static> {
+        let call = SCRIPTS
             .claim
             .call(key)
             .arg(&claim.fingerprint.to_bytes()[..])
             .arg(&claim.token.to_bytes()[..])
             .arg(millis(claim.lease))
-            .arg(millis(claim.in_flight_lifetime()))
+            .arg(millis(claim.in_flight_lifetime()));
+        match kept {
+            None => call,
+            Some(kept) => call.arg(kept.after_ms).arg(&kept.request[..]),
+        }
     }
 
     /// What a claim that found the key in flight, or claimed it under a durability that
@@ -458,6 +505,22 @@ where
             (b"mismatch", Some(stored)) => Ok(mismatch(stored)),
             _ => Err(reply.into_error()),
         }
+    }
+}
+
+/// What a resumable claim keeps with its record: the route's `resume_after` and the request
+/// (`KeptRequest::encode`), encoded once for the calls of one claim.
+struct Kept {
+    after_ms: u64,
+    request: Vec<u8>,
+}
+
+impl Kept {
+    fn of(claim: &Claim<'_>) -> Option<Self> {
+        claim.resumable.map(|resumable| Self {
+            after_ms: delay_millis(resumable.after),
+            request: resumable.request.encode(),
+        })
     }
 }
 
@@ -492,8 +555,16 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     async fn claim(&self, claim: Claim<'_>) -> Result<ClaimOutcome, StoreError> {
+        let kept = Kept::of(&claim);
+        if let Some(resumable) = claim.resumable {
+            // The entry first: whenever this process dies, a record that keeps its request
+            // has its entry (see `due`).
+            let due_in = claim.lease.saturating_add(resumable.after);
+            self.mark_due(claim.key, claim.token, due_in, true).await?;
+        }
+        let kept = kept.as_ref();
         let key = self.redis_key(claim.key);
-        let mut reply = match self.claim_without_script(&key, &claim).await? {
+        let mut reply = match self.claim_without_script(&key, &claim, kept).await? {
             AtKey::Nothing if self.durable.is_none() => return Ok(ClaimOutcome::Claimed),
             AtKey::Nothing => Reply::claimed(),
             AtKey::Record(stored) => match record::read_found(&stored, claim.fingerprint) {
@@ -501,11 +572,15 @@ where
                 Ok(record::Found::Mismatch(fingerprint)) => return Ok(mismatch(fingerprint)),
                 // Whether the holder's lease lapsed is for the server's clock to say.
                 Ok(record::Found::InFlight) => {
-                    self.run(&Self::claim_call(key.clone(), &claim)).await?
+                    self.run(&Self::claim_call(key.clone(), &claim, kept))
+                        .await?
                 }
                 Err(unreadable) => return Err(StoreError::corrupt(RecordError::from(unreadable))),
             },
-            AtKey::OtherType => self.run(&Self::claim_call(key.clone(), &claim)).await?,
+            AtKey::OtherType => {
+                self.run(&Self::claim_call(key.clone(), &claim, kept))
+                    .await?
+            }
         };
         if let Some(durable) = &self.durable
             && reply.wrote()
@@ -515,7 +590,7 @@ where
             reply = durable
                 .confirm_claim(
                     lanes,
-                    &Self::claim_call(key, &claim),
+                    &Self::claim_call(key, &claim, kept),
                     release,
                     self.command_timeout,
                     claim.lease,
@@ -575,10 +650,10 @@ where
         self.run(&call).await?.into_write_result()
     }
 
-    /// Steps are fields of the record's hash; an operation its client abandoned is resumed by
-    /// the process that suspended it.
+    /// Steps are part of the record, and so is the request of a resumable route; the due
+    /// index finds the operations to resume from any instance, after a crash too.
     fn step_support(&self) -> StepSupport {
-        StepSupport::Steps
+        StepSupport::Durable
     }
 
     /// Waited for like a completion: a step that a failover loses would be done again.
@@ -608,18 +683,30 @@ where
     }
 
     /// Not waited for, as a release is not: a suspension that a failover loses leaves the
-    /// lease to lapse on its own, which delays the resumption and runs nothing twice.
+    /// lease to lapse on its own, which delays the resumption and runs nothing twice. With a
+    /// time to resume, its entry in the due index moves first (an operation whose record
+    /// keeps no request drops it when it falls due).
     async fn suspend(
         &self,
         key: &StoreKey,
         token: LeaseToken,
-        _resume_in: Option<Duration>,
+        resume_in: Option<Duration>,
     ) -> Result<(), StoreError> {
+        if let Some(resume_in) = resume_in {
+            self.mark_due(key, token, resume_in, false).await?;
+        }
         let call = SCRIPTS
             .suspend
             .call(self.redis_key(key))
-            .arg(&token.to_bytes()[..]);
+            .arg(&token.to_bytes()[..])
+            .arg(resume_in.map_or(-1, |resume_in| delay_millis(resume_in) as i64));
         self.run(&call).await?.into_write_result()
+    }
+
+    /// One script lists the index's entries whose time has come, one per entry reads and
+    /// defers its record (concurrently), and one moves or drops the entries: see `due`.
+    async fn due(&self, limit: usize, hold: Duration) -> Result<Vec<DueOperation>, StoreError> {
+        self.take_due(limit, hold).await
     }
 
     /// One script, which reads the record and the server's clock and writes nothing.
@@ -683,7 +770,7 @@ fn read_completed(payload: &[u8]) -> Result<Held, StoreError> {
 }
 
 fn read_in_flight(payload: &[u8]) -> Result<Held, StoreError> {
-    let ([now, since, lease_until, expires], rest) = read_doubles::<4>(payload)?;
+    let ([now, since, lease_until, expires, resumes], rest) = read_doubles::<5>(payload)?;
     let (suspensions, steps) = rest.split_first_chunk::<4>().ok_or_else(|| {
         StoreError::corrupt(RecordError::Malformed("a look-up answer ends early".into()))
     })?;
@@ -696,8 +783,7 @@ fn read_in_flight(payload: &[u8]) -> Result<Held, StoreError> {
         expires_at: server_time(expires).unwrap_or(now),
         steps: steps.iter().map(|step| step.name().to_owned()).collect(),
         suspensions: u32::from_be_bytes(*suspensions),
-        // The runtime resumes an operation of this store itself.
-        resumes_at: None,
+        resumes_at: server_time(resumes),
         at: now,
     }))
 }

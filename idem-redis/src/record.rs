@@ -18,8 +18,19 @@
 //!               lifetime (ms)
 //! bytes 67..71  how many times the operation was suspended (u32, big-endian)
 //! bytes 71..75  how many steps ended (u32)
+//! CLAIMED and IN_FLIGHT:
 //! bytes 75..    each step: its length (u32), then RecordedStep::encode
+//! RESUMABLE_CLAIMED and RESUMABLE, the same with the request kept before the steps:
+//! bytes 75..83  the route's `resume_after`, ms (a big-endian double)
+//! bytes 83..91  RESUMABLE: when the operation is due for resumption, ms on the server's
+//!               clock, -1 for never; RESUMABLE_CLAIMED: 0, since it is due `resume_after`
+//!               past its lease
+//! bytes 91..95  the kept request's length (u32)
+//! bytes 95..    the kept request (KeptRequest::encode), then the steps as above
 //! ```
+//!
+//! Only a claim of a route the service resumes itself writes the two resumable states, so a
+//! record of any other route is laid out, and costs, as it was before they existed.
 //!
 //! A claim that finds no record writes a CLAIMED one with one `SET NX GET PX`, which cannot
 //! read the server's clock: it says how long the lease is rather than when it lapses, and the
@@ -41,6 +52,10 @@ pub(super) const CLAIMED: u8 = b'c';
 pub(super) const IN_FLIGHT: u8 = b'f';
 /// Completed.
 pub(super) const DONE: u8 = b'd';
+/// CLAIMED, keeping the request of a route the service resumes itself.
+pub(super) const RESUMABLE_CLAIMED: u8 = b'C';
+/// IN_FLIGHT, keeping the request of a route the service resumes itself, and when it is due.
+pub(super) const RESUMABLE: u8 = b'F';
 
 const STATE: usize = 1;
 const FINGERPRINT: Range<usize> = 2..35;
@@ -53,15 +68,19 @@ pub(super) const RESPONSE: usize = 59;
 const TIMES: usize = 51;
 /// In flight: the suspensions, then the count of steps.
 const COUNTS: usize = 67;
-/// In flight: the steps.
+/// In flight: the steps, or the kept request of a resumable record.
 const STEPS: usize = 75;
+/// A resumable record: `resume_after`, when it is due, and the kept request's length.
+const KEPT_HEAD: usize = 20;
 
 /// The constants the scripts read records by, as Lua: positions are 1-based there.
 pub(super) fn lua_constants() -> String {
     format!(
         "local VERSION, CLAIMED, IN_FLIGHT, DONE = {VERSION}, {CLAIMED}, {IN_FLIGHT}, {DONE}\n\
+         local RESUMABLE_CLAIMED, RESUMABLE = {RESUMABLE_CLAIMED}, {RESUMABLE}\n\
          local FP_AT, FP_END, TOKEN_AT, TOKEN_END = {}, {}, {}, {}\n\
-         local TTL_AT, RESPONSE_AT, TIMES_AT, STEPS_AT = {}, {}, {}, {}\n",
+         local TTL_AT, RESPONSE_AT, TIMES_AT, STEPS_AT = {}, {}, {}, {}\n\
+         local KEPT_HEAD = {KEPT_HEAD}\n",
         FINGERPRINT.start + 1,
         FINGERPRINT.end,
         TOKEN.start + 1,
@@ -90,6 +109,34 @@ pub(super) fn claimed(
     record[TIMES + 8..COUNTS].copy_from_slice(&(lifetime_ms as f64).to_be_bytes());
     record
 }
+
+/// The record a fresh claim of a resumable route writes: RESUMABLE_CLAIMED, keeping
+/// `request` (a `KeptRequest`'s bytes), due `after_ms` past its lease.
+///
+/// # Errors
+///
+/// When the request is longer than its length field holds (4 GiB − 1; Redis's strings hold
+/// 512 MiB).
+pub(super) fn resumable_claimed(
+    claimed: [u8; STEPS],
+    after_ms: u64,
+    request: &[u8],
+) -> Result<Vec<u8>, TooLong> {
+    let len = u32::try_from(request.len()).map_err(|_| TooLong(request.len()))?;
+    let mut record = Vec::with_capacity(STEPS + KEPT_HEAD + request.len());
+    record.extend_from_slice(&claimed);
+    record[STATE] = RESUMABLE_CLAIMED;
+    record.extend_from_slice(&(after_ms as f64).to_be_bytes());
+    record.extend_from_slice(&0f64.to_be_bytes());
+    record.extend_from_slice(&len.to_be_bytes());
+    record.extend_from_slice(request);
+    Ok(record)
+}
+
+/// A kept request longer than a record holds.
+#[derive(Debug, thiserror::Error)]
+#[error("the request to keep for resumption is {0} bytes long, more than a record holds")]
+pub(super) struct TooLong(usize);
 
 /// What a claim found at the key, read far enough to decide by.
 #[derive(Debug)]
@@ -126,6 +173,7 @@ pub(super) fn read_found<'a>(
     let (state, header) = match record.get(STATE) {
         Some(&DONE) => (DONE, RESPONSE),
         Some(&(CLAIMED | IN_FLIGHT)) => (IN_FLIGHT, STEPS),
+        Some(&(RESUMABLE_CLAIMED | RESUMABLE)) => (IN_FLIGHT, STEPS + KEPT_HEAD),
         _ => return Err(Unreadable::Malformed("an unknown state")),
     };
     if record.len() < header {
@@ -228,5 +276,27 @@ mod tests {
         assert!(lua.contains("= 2, 99, 102, 100\n"), "{lua}");
         assert!(lua.contains("= 3, 35, 36, 51\n"), "{lua}");
         assert!(lua.contains("= 52, 60, 52, 76\n"), "{lua}");
+        assert!(lua.contains("= 67, 70\n"), "{lua}");
+    }
+
+    #[test]
+    fn a_fresh_resumable_claim_keeps_its_request_before_its_steps() {
+        let fp = fingerprint(b"{}");
+        let plain = claimed(&fp, LeaseToken::from_u128(7), 15_000, 86_400_000);
+        let record = resumable_claimed(plain, 5_000, b"request").unwrap();
+        assert_eq!(record[1], b'C');
+        assert_eq!(record[2..75], plain[2..75], "the header is a fresh claim's");
+        assert_eq!(
+            f64::from_be_bytes(record[75..83].try_into().unwrap()),
+            5_000.0
+        );
+        assert_eq!(&record[83..91], &[0; 8]);
+        assert_eq!(&record[91..95], &7u32.to_be_bytes());
+        assert_eq!(&record[95..], b"request");
+        assert!(matches!(read_found(&record, &fp), Ok(Found::InFlight)));
+        assert!(matches!(
+            read_found(&record[..90], &fp),
+            Err(Unreadable::Malformed(_))
+        ));
     }
 }

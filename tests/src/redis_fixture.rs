@@ -82,8 +82,8 @@ pub async fn damage(
         .unwrap();
 }
 
-/// The state byte of the record at the Redis key `record` (`c` or `f` in flight, `d` done),
-/// or `None` without a record.
+/// The state byte of the record at the Redis key `record` (`c`, `f`, `C` or `F` in flight,
+/// `d` done), or `None` without a record.
 pub async fn state_of(
     side: &mut (impl redis::aio::ConnectionLike + Send),
     record: &str,
@@ -94,4 +94,39 @@ pub async fn state_of(
         .await
         .unwrap();
     stored.map(|stored| stored[1])
+}
+
+/// How many records under `prefix` on the Redis at `url` are in flight (`c`, `f`, and their
+/// resumable forms `C`, `F`): operations nobody has completed yet.
+pub async fn in_flight(url: &str, prefix: &str) -> usize {
+    let mut side = redis::Client::open(url)
+        .expect("a valid URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("the Redis answers");
+    let pattern = format!("{prefix}{{*");
+    let (mut cursor, mut open) = (0u64, 0);
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut side)
+            .await
+            .expect("the Redis answers");
+        for key in keys {
+            if matches!(
+                state_of(&mut side, &key).await,
+                Some(b'c' | b'f' | b'C' | b'F')
+            ) {
+                open += 1;
+            }
+        }
+        if next == 0 {
+            return open;
+        }
+        cursor = next;
+    }
 }

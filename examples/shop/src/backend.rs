@@ -3,16 +3,18 @@
 //! | `IDEM_STORE` | idempotency records | payments, refunds, transfers |
 //! | --- | --- | --- |
 //! | unset, empty or `memory` | `MemoryStore`, in this process | in this process's memory |
-//! | `redis://...` | `RedisStore`, shared by every shop on that Redis | in this process's memory |
-//! | `redis+cluster://HOST:PORT[,HOST:PORT...]` | `RedisStore` on the Redis Cluster those seed nodes belong to | in this process's memory |
-//! | `redis+sentinel://HOST:PORT[,HOST:PORT...]/NAME` | `RedisStore` on the primary the sentinels name `NAME`, followed through failovers | in this process's memory |
+//! | `redis://...` | `RedisStore`, shared by every shop on that Redis | PostgreSQL tables in `SHOP_DATABASE_URL`, shared by every shop; without it, in this process's memory |
+//! | `redis+cluster://HOST:PORT[,HOST:PORT...]` | `RedisStore` on the Redis Cluster those seed nodes belong to | as with `redis://` |
+//! | `redis+sentinel://HOST:PORT[,HOST:PORT...]/NAME` | `RedisStore` on the primary the sentinels name `NAME`, followed through failovers | as with `redis://` |
 //! | `postgres://...` | `PostgresStore` | PostgreSQL tables, written in the record's transaction |
 //! | `mysql://...` or `mariadb://...` | `MySqlStore` | MySQL or MariaDB tables, written in the record's transaction |
 //!
-//! The shop's data follows the store only in PostgreSQL and MySQL, where the point is that a payment
-//! row and its record commit together. With Redis, several shops share their idempotency
-//! records (a key sent to two of them runs once) but each keeps its own payments: a real
-//! service would keep those in a shared database too.
+//! In PostgreSQL and MySQL, a payment row and its record commit together. With Redis, several
+//! shops share their idempotency records (a key sent to two of them runs once) and, with
+//! `SHOP_DATABASE_URL`, their books: a row and its record are then two writes in two
+//! systems, and each write is a step of its operation, keyed by it
+//! ([`DatabaseLedger`]). Without it, each shop keeps its own
+//! books in its memory, which a restart forgets.
 //!
 //! With Redis, `SHOP_REDIS_WAIT_REPLICAS` and `SHOP_REDIS_WAIT_TIMEOUT_MS` (read by
 //! [`Config`](crate::Config)) set the [`Durability`] of claims.
@@ -26,7 +28,7 @@ use idem::{
     store::{ConnectError, Store, StoreError},
 };
 
-use crate::ledger::{Ledger, PostgresLedger};
+use crate::ledger::{DatabaseLedger, Ledger, PostgresLedger};
 
 mod mysql;
 
@@ -52,6 +54,9 @@ pub struct RedisChoice {
     /// What the store waits for after each claim (asynchronous unless
     /// `SHOP_REDIS_WAIT_REPLICAS` says otherwise).
     pub durability: Durability,
+    /// The PostgreSQL database of the shop's payments, refunds and transfers
+    /// (`SHOP_DATABASE_URL`); `None`: this process's memory.
+    pub books: Option<String>,
 }
 
 /// The kinds of Redis deployment `IDEM_STORE` names.
@@ -96,6 +101,7 @@ impl FromStr for StoreChoice {
             Ok(Self::Redis(RedisChoice {
                 deployment,
                 durability: Durability::Async,
+                books: None,
             }))
         };
         let scheme = value.split_once("://").map(|(scheme, _)| scheme);
@@ -304,6 +310,9 @@ impl Backend {
                 let mut backend = Self::open_redis(redis)
                     .await
                     .map_err(BackendError::Connect)?;
+                if let Some(url) = &redis.books {
+                    backend.ledger = Self::books(url).await?;
+                }
                 backend.records = match redis.durability {
                     Durability::Async => format!("RedisStore ({})", redis.deployment_url()),
                     durability => format!(
@@ -380,6 +389,19 @@ impl Backend {
             sweeper: None,
             mysql_sweeper: None,
         }
+    }
+
+    /// The shop's tables in the PostgreSQL database at `url`, beside a store of their own.
+    async fn books(url: &str) -> Result<Ledger, BackendError> {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(2))
+            .connect(url)
+            .await
+            .map_err(BackendError::Postgres)?;
+        let ledger = DatabaseLedger::migrate(&pool)
+            .await
+            .map_err(BackendError::Postgres)?;
+        Ok(Ledger::Database(ledger))
     }
 
     /// Records in `store`, and the shop's data in the same database: migrates both, and

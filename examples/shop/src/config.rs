@@ -6,6 +6,7 @@
 //! | idempotency store | | `IDEM_STORE` | `memory` |
 //! | replicas a Redis claim waits for | | `SHOP_REDIS_WAIT_REPLICAS` | unset: none (asynchronous) |
 //! | how long it waits for them | | `SHOP_REDIS_WAIT_TIMEOUT_MS` | `100` |
+//! | with Redis, where payments, refunds and transfers live | | `SHOP_DATABASE_URL` | unset: this process's memory |
 //! | transfer delay (at the bank) | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
 //! | payment delay (the card network) | | `SHOP_PAYMENT_DELAY_MS` | `0` |
 //! | the bank's URL | | `SHOP_BANK_URL` | a bank the shop starts on a loopback port |
@@ -55,6 +56,9 @@ environment:
                           is answered 503 (default: unset, asynchronous)
   SHOP_REDIS_WAIT_TIMEOUT_MS
                           how long a claim waits for them (default 100)
+  SHOP_DATABASE_URL       with Redis: the PostgreSQL database (postgres://user@host/db)
+                          that keeps the payments, refunds and transfers, shared by
+                          every shop (default: unset, this process's memory)
   SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
   SHOP_PAYMENT_DELAY_MS   how long the card network takes per payment (default 0)
   SHOP_BANK_URL           the bank's service, as http://127.0.0.1:4000 (default: the shop
@@ -180,6 +184,7 @@ impl Config {
             .unwrap_or_default()
             .parse()
             .map_err(|error: crate::backend::BackendError| ConfigError(error.to_string()))?;
+        redis_books(&var, &mut store)?;
         if let Some(durability) = redis_durability(&var)? {
             match &mut store {
                 StoreChoice::Redis(redis) => redis.durability = durability,
@@ -352,6 +357,35 @@ impl Config {
 
 /// The durability `SHOP_REDIS_WAIT_REPLICAS` and `SHOP_REDIS_WAIT_TIMEOUT_MS` ask for:
 /// `None` when the first is unset (or `0`), and then the second may not be set either.
+/// `SHOP_DATABASE_URL`: with a Redis store, the PostgreSQL database of the shop's books.
+fn redis_books(
+    var: &impl Fn(&str) -> Option<String>,
+    store: &mut StoreChoice,
+) -> Result<(), ConfigError> {
+    let Some(url) = var("SHOP_DATABASE_URL")
+        .map(|url| url.trim().to_owned())
+        .filter(|url| !url.is_empty())
+    else {
+        return Ok(());
+    };
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(ConfigError(format!(
+            "SHOP_DATABASE_URL={:?} is not a postgres:// URL, as in postgres://user@host/db",
+            crate::backend::redact(&url)
+        )));
+    }
+    match store {
+        StoreChoice::Redis(redis) => {
+            redis.books = Some(url);
+            Ok(())
+        }
+        other => Err(ConfigError(format!(
+            "SHOP_DATABASE_URL is set but IDEM_STORE={other} is not Redis (with postgres:// the \
+             shop's books are in the store's own database); unset it, or use a redis:// store"
+        ))),
+    }
+}
+
 fn redis_durability(
     var: &impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Durability>, ConfigError> {
@@ -509,6 +543,35 @@ mod tests {
             ]),
             Durability::replicas(2, Duration::from_millis(250))
         );
+    }
+
+    #[test]
+    fn a_variable_puts_the_books_of_a_shop_on_redis_in_postgresql() {
+        let books = |vars: &[(&str, &str)]| match config(&[], vars).store {
+            StoreChoice::Redis(redis) => redis.books,
+            other => panic!("{other:?}"),
+        };
+        let redis = ("IDEM_STORE", "redis://127.0.0.1:6379");
+        assert_eq!(books(&[redis]), None);
+        assert_eq!(books(&[redis, ("SHOP_DATABASE_URL", " ")]), None);
+        assert_eq!(
+            books(&[redis, ("SHOP_DATABASE_URL", "postgres://shop@db/books")]).as_deref(),
+            Some("postgres://shop@db/books")
+        );
+        for (vars, says) in [
+            (
+                &[redis, ("SHOP_DATABASE_URL", "mysql://root:pw@db/x")][..],
+                "not a postgres:// URL",
+            ),
+            (
+                &[("SHOP_DATABASE_URL", "postgres://db/x")][..],
+                "IDEM_STORE=memory is not Redis",
+            ),
+        ] {
+            let error = parse(&[], vars).unwrap_err();
+            assert!(error.to_string().contains(says), "{vars:?}: {error}");
+            assert!(!error.to_string().contains("pw@"), "{error}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use axum::{
     extract::{FromRequestParts, Path, State},
     http::{StatusCode, header, request::Parts},
 };
-use idem::{extract::Tx, idempotent};
+use idem::{extract::Tx, idempotent, steps::Steps};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -100,6 +100,7 @@ pub async fn create_payment(
     State(shop): State<Shop>,
     user: User,
     mut tx: Tx,
+    mut steps: Steps,
     ValidJson(new): ValidJson<NewPayment>,
 ) -> Result<Created<Payment>, ShopError> {
     // The card network's approval: none by default; `SHOP_PAYMENT_DELAY_MS` makes it long
@@ -113,8 +114,10 @@ pub async fn create_payment(
         amount_refunded: 0,
         created: now(),
     };
-    shop.ledger()
-        .insert_payment(&mut tx, user.id(), &payment)
+    // With its books beside Redis, the row is a step of the operation: see `ledger`.
+    let payment = shop
+        .ledger()
+        .record_payment(&mut tx, &mut steps, user.id(), payment)
         .await?;
     tracing::info!(user = user.id(), payment = %payment.id, amount = payment.amount, "payment made");
     crate::metrics::payment_created();

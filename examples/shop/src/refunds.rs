@@ -1,7 +1,7 @@
 //! `POST /payments/{id}/refunds`: gives (part of) a payment back, through the bank.
 
 use axum::{Json, extract::State, http::StatusCode};
-use idem::{extract::Tx, idempotent};
+use idem::{extract::Tx, idempotent, steps::Steps};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -67,6 +67,7 @@ pub async fn create_refund(
     user: User,
     PaymentId(payment_id): PaymentId,
     mut tx: Tx,
+    mut steps: Steps,
     ValidJson(new): ValidJson<NewRefund>,
 ) -> Result<(StatusCode, Json<Refund>), ShopError> {
     let payment = shop
@@ -94,7 +95,12 @@ pub async fn create_refund(
         status: "succeeded".to_owned(),
         created: now(),
     };
-    match shop.ledger().refund(&mut tx, user.id(), &refund).await? {
+    // With its books beside Redis, the refund is a step of the operation: see `ledger`.
+    let (outcome, refund) = shop
+        .ledger()
+        .record_refund(&mut tx, &mut steps, user.id(), refund)
+        .await?;
+    match outcome {
         RefundOutcome::Refunded(_) => {
             tracing::info!(user = user.id(), payment = %payment_id, refund = %refund.id, "refund made");
             Ok((StatusCode::CREATED, Json(refund)))

@@ -14,35 +14,9 @@ use std::time::Duration;
 
 use idem_tests::{free_port, postgres_server::PostgresServer, redis_server::RedisServer};
 use support::{
-    Books, Operation, Row, abandon_all, abandoned_across_crashes, api_rows, bank, bank_statement,
-    books_agree, log_path, settles, shop, two_shops_resume_each_operation_once,
+    Operation, PostgresBooks, abandon_all, abandoned_across_crashes, api_rows, bank,
+    bank_statement, books_agree, log_path, settles, shop, two_shops_resume_each_operation_once,
 };
-
-/// The shop's books in PostgreSQL.
-struct PostgresBooks(sqlx::PgPool);
-
-impl Books for PostgresBooks {
-    async fn rows(&self) -> Vec<Row> {
-        let rows: Vec<(String, Option<String>)> =
-            sqlx::query_as("SELECT id, bank_transfer FROM shop_transfers")
-                .fetch_all(&self.0)
-                .await
-                .unwrap();
-        rows.into_iter()
-            .map(|(id, bank_transfer)| Row {
-                id,
-                bank_transfer: bank_transfer.unwrap_or_default(),
-            })
-            .collect()
-    }
-
-    async fn in_flight(&self) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM idempotency_records WHERE state = 'in_flight'")
-            .fetch_one(&self.0)
-            .await
-            .unwrap()
-    }
-}
 
 /// 100 transfers from clients that give up after a second, the shop killed with SIGKILL at
 /// five random moments and restarted, and nobody retrying: the shop, on PostgreSQL, finishes

@@ -15,12 +15,12 @@
 //!
 //! Where the operations come from depends on the store ([`StepSupport`]):
 //!
-//! - **Durable** (PostgreSQL): the store keeps the request with the claim and answers the due
-//!   operations ([`Store::due`](crate::store::Store::due)), deferring each one it answers, so
-//!   any instance resumes any operation, after a crash too.
-//! - **Steps** (memory, Redis): the runtime keeps the request of each operation it suspends,
-//!   in this process, and resumes it from there. An operation whose process died is resumed
-//!   by its client's retry only.
+//! - **Durable** (PostgreSQL, Redis): the store keeps the request with the claim and answers
+//!   the due operations ([`Store::due`](crate::store::Store::due)), deferring each one it
+//!   answers, so any instance resumes any operation, after a crash too.
+//! - **Steps** (memory): the runtime keeps the request of each operation it suspends, in this
+//!   process, and resumes it from there. An operation whose process died is resumed by its
+//!   client's retry only.
 
 use std::{
     collections::HashMap,

@@ -1,4 +1,5 @@
--- claim: KEYS[1] the record; ARGV fingerprint, token, lease ms, in-flight lifetime ms.
+-- claim: KEYS[1] the record; ARGV fingerprint, token, lease ms, in-flight lifetime ms, and for
+-- a route the service resumes itself, its resume_after ms and the request to keep.
 -- Sent when a claim without a script (SET NX GET) found the key in flight, or could not read
 -- what it found, and to confirm a claim that waits for replicas.
 -- Answers {'claimed'}, {'in_flight'}, {'completed', response}, {'mismatch', stored fp}, or
@@ -21,6 +22,12 @@ if record then
   end
 end
 local now = now_ms()
+-- The claim's own request, due resume_after past its lease, as a fresh claim keeps it.
+local kept = nil
+if ARGV[5] then
+  local after = tonumber(ARGV[5])
+  kept = {after = after, resume_at = now + lease + after, request = ARGV[6]}
+end
 local since = now
 if record then
   local lease_until
@@ -36,12 +43,12 @@ if record then
   if record.steps > 0 or record.suspensions > 0 then
     -- Resume: keep the steps, the suspensions and the expiry (at least the lease).
     redis.call('SET', key, in_flight(fp, token, now + lease, since, record.suspensions,
-      record.steps, record.step_bytes), 'KEEPTTL')
+      record.steps, record.step_bytes, kept), 'KEEPTTL')
     if redis.call('PTTL', key) < lease then
       redis.call('PEXPIRE', key, ARGV[3])
     end
     return {'resumed', struct.pack('>I4', record.suspensions) .. table.concat(steps_of(record))}
   end
 end
-redis.call('SET', key, in_flight(fp, token, now + lease, since, 0, 0, ''), 'PX', lifetime)
+redis.call('SET', key, in_flight(fp, token, now + lease, since, 0, 0, '', kept), 'PX', lifetime)
 return {'claimed'}

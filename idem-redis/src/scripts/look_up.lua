@@ -3,8 +3,8 @@
 -- response was stored, when the record expires and the response's length, and head is the
 -- response's first 4 bytes (version, body kind, status); or {'in_flight', times .. steps}
 -- where times packs the server's time, when the key was first claimed, when the lease lapses,
--- when the record expires, and the count of suspensions, and steps is the recorded steps'
--- bytes in order. Times are ms, as doubles.
+-- when the record expires, when it is due for resumption (-1: not on its own), and the count
+-- of suspensions, and steps is the recorded steps' bytes in order. Times are ms, as doubles.
 local key = KEYS[1]
 local record, err = load(key)
 if err then
@@ -24,5 +24,10 @@ if record.state == DONE then
     string.sub(response, 1, 4)}
 end
 local since, lease_until = lease_times(key, record, now)
-return {'in_flight', struct.pack('>ddddI4', now, since, lease_until, expires, record.suspensions) ..
-  table.concat(steps_of(record))}
+local kept = kept_of(record, lease_until)
+local resumes = -1
+if kept then
+  resumes = kept.resume_at
+end
+return {'in_flight', struct.pack('>dddddI4', now, since, lease_until, expires, resumes,
+  record.suspensions) .. table.concat(steps_of(record))}

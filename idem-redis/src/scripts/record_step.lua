@@ -21,5 +21,6 @@ end
 local now = now_ms()
 local since, lease_until = lease_times(key, record, now)
 redis.call('SET', key, in_flight(record.fp, record.token, lease_until, since, record.suspensions,
-  record.steps + 1, record.step_bytes .. struct.pack('>I4', #step) .. step), 'KEEPTTL')
+  record.steps + 1, record.step_bytes .. struct.pack('>I4', #step) .. step,
+  kept_of(record, lease_until)), 'KEEPTTL')
 return {'ok'}

@@ -1,15 +1,19 @@
-//! Where the shop keeps its payments, refunds and transfers: in process memory, or in
-//! PostgreSQL or MySQL inside each request's transaction.
+//! Where the shop keeps its payments, refunds and transfers: in process memory, in
+//! PostgreSQL or MySQL inside each request's transaction, or in PostgreSQL beside a Redis
+//! store.
 //!
 //! With the PostgreSQL or MySQL store (`IDEM_STORE=postgres://...`, `mysql://...`) every
 //! write goes through the
 //! request's [`Tx`]: the runtime completes the idempotency record in that same transaction
 //! and commits once, so a payment row exists exactly when its stored response does. With the
-//! memory or Redis store the shop's data lives in this process's memory, and a handler's `Tx`
-//! is never opened.
+//! Redis store and `SHOP_DATABASE_URL`, the tables are in that database, shared by every
+//! shop, and each write is a local step of its operation, idempotent by the operation
+//! ([`DatabaseLedger`]). With the memory store, or Redis without `SHOP_DATABASE_URL`, the
+//! shop's data lives in this process's memory, and a handler's `Tx` is never opened.
 //!
 //! Reads (`GET`) are not idempotent operations and use the pool directly.
 
+mod database;
 mod memory;
 mod mysql;
 mod postgres;
@@ -19,8 +23,14 @@ use idem::{
     extract::{Tx, TxError},
     steps::{StepError, Steps},
 };
+use serde::{Deserialize, Serialize};
 
-pub use self::{memory::MemoryLedger, mysql::MySqlLedger, postgres::PostgresLedger};
+pub use self::{
+    database::{DatabaseLedger, KEY_LIFETIME},
+    memory::MemoryLedger,
+    mysql::MySqlLedger,
+    postgres::PostgresLedger,
+};
 use crate::{
     model::{Payment, PaymentReceipt, Refund, Transfer},
     problem::{ShopProblem, ShopProblemKind},
@@ -35,10 +45,12 @@ pub enum Ledger {
     Postgres(PostgresLedger),
     /// In MySQL or MariaDB, written in each request's transaction.
     MySql(MySqlLedger),
+    /// In PostgreSQL beside the idempotency store, each write a step of its operation.
+    Database(DatabaseLedger),
 }
 
 /// What a refund found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RefundOutcome {
     /// Applied; the payment as it is now.
     Refunded(Payment),
@@ -107,6 +119,10 @@ impl Ledger {
             Self::Memory(_) => "in this process's memory",
             Self::Postgres(_) => "in PostgreSQL, in the idempotency record's transaction",
             Self::MySql(_) => "in MySQL, in the idempotency record's transaction",
+            Self::Database(_) => {
+                "in PostgreSQL (SHOP_DATABASE_URL), shared by every shop; each write a step of \
+                 its operation"
+            }
         }
     }
 
@@ -124,7 +140,42 @@ impl Ledger {
             }
             Self::Postgres(postgres) => postgres.insert_payment(tx, owner, payment).await,
             Self::MySql(mysql) => mysql.insert_payment(tx, owner, payment).await,
+            // No operation to find it by (a gRPC call): a row of its own.
+            Self::Database(database) => {
+                database.upsert_payment(&payment.id, owner, payment).await?;
+                Ok(())
+            }
         }
+    }
+
+    /// Records a new payment of `owner` as the step `ledger` of its operation, and answers
+    /// the payment as recorded. In PostgreSQL beside Redis, the row is keyed by the step, so
+    /// that a run of the operation after a crash between the row and its record answers the
+    /// row of the first run, and writes no second payment. Elsewhere, the row is written in
+    /// the request's transaction (PostgreSQL) or in memory, as [`insert_payment`] does.
+    ///
+    /// [`insert_payment`]: Self::insert_payment
+    pub async fn record_payment(
+        &self,
+        tx: &mut Tx,
+        steps: &mut Steps,
+        owner: &str,
+        payment: Payment,
+    ) -> Result<Payment, crate::problem::ShopError> {
+        let Self::Database(database) = self else {
+            self.insert_payment(tx, owner, &payment).await?;
+            return Ok(payment);
+        };
+        let operation = steps.key_for("ledger");
+        let payment = steps
+            .local("ledger", || async move {
+                database
+                    .upsert_payment(operation.as_str(), owner, &payment)
+                    .await
+                    .map_err(ledger_failed)
+            })
+            .await?;
+        Ok(payment)
     }
 
     /// Records the receipt of one of `owner`'s payments.
@@ -141,6 +192,7 @@ impl Ledger {
             }
             Self::Postgres(postgres) => postgres.insert_receipt(tx, owner, receipt).await,
             Self::MySql(mysql) => mysql.insert_receipt(tx, owner, receipt).await,
+            Self::Database(database) => Ok(database.insert_receipt(owner, receipt).await?),
         }
     }
 
@@ -150,6 +202,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.receipts(owner)),
             Self::Postgres(postgres) => postgres.receipts(owner).await,
             Self::MySql(mysql) => mysql.receipts(owner).await,
+            Self::Database(database) => database.tables().receipts(owner).await,
         }
     }
 
@@ -159,6 +212,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.payments(owner)),
             Self::Postgres(postgres) => postgres.payments(owner).await,
             Self::MySql(mysql) => mysql.payments(owner).await,
+            Self::Database(database) => database.tables().payments(owner).await,
         }
     }
 
@@ -168,6 +222,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.payment(owner, id)),
             Self::Postgres(postgres) => postgres.payment(owner, id).await,
             Self::MySql(mysql) => mysql.payment(owner, id).await,
+            Self::Database(database) => database.tables().payment(owner, id).await,
         }
     }
 
@@ -182,7 +237,37 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.refund(owner, refund)),
             Self::Postgres(postgres) => postgres.refund(tx, owner, refund).await,
             Self::MySql(mysql) => mysql.refund(tx, owner, refund).await,
+            // No operation to find it by: the refund's own.
+            Self::Database(database) => Ok(database.refund(&refund.id, owner, refund).await?.0),
         }
+    }
+
+    /// Applies `refund` as the step `ledger` of its operation, and answers what it found with
+    /// the refund as recorded. In PostgreSQL beside Redis, the refund's row is keyed by the
+    /// step, so that a run of the operation after a crash between the row and its record
+    /// answers the first run's refund, and refunds nothing twice. Elsewhere, as
+    /// [`refund`](Self::refund).
+    pub async fn record_refund(
+        &self,
+        tx: &mut Tx,
+        steps: &mut Steps,
+        owner: &str,
+        refund: Refund,
+    ) -> Result<(RefundOutcome, Refund), crate::problem::ShopError> {
+        let Self::Database(database) = self else {
+            let outcome = self.refund(tx, owner, &refund).await?;
+            return Ok((outcome, refund));
+        };
+        let operation = steps.key_for("ledger");
+        let recorded = steps
+            .local("ledger", || async move {
+                database
+                    .refund(operation.as_str(), owner, &refund)
+                    .await
+                    .map_err(ledger_failed)
+            })
+            .await?;
+        Ok(recorded)
     }
 
     /// Records a new transfer of `owner`, as the step `ledger` of its operation: a run that
@@ -190,7 +275,9 @@ impl Ledger {
     ///
     /// In PostgreSQL and MySQL the row is written in the step's own transaction, which commits it with
     /// the step's record: the row exists exactly when the step is recorded. In memory the row
-    /// and the record are two writes; both go with the process.
+    /// and the record are two writes; both go with the process. In PostgreSQL beside Redis
+    /// they are two writes too, and the row is keyed by the step: a run of the operation after
+    /// a crash between them answers the row of the first run, and writes no second one.
     pub async fn record_transfer(
         &self,
         steps: &mut Steps,
@@ -233,6 +320,17 @@ impl Ledger {
                     })
                     .await
             }
+            Self::Database(database) => {
+                let operation = steps.key_for("ledger");
+                steps
+                    .local("ledger", || async move {
+                        database
+                            .upsert_transfer(operation.as_str(), owner, &transfer)
+                            .await
+                            .map_err(ledger_failed)
+                    })
+                    .await
+            }
         }
     }
 
@@ -242,6 +340,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.transfers(owner)),
             Self::Postgres(postgres) => postgres.transfers(owner).await,
             Self::MySql(mysql) => mysql.transfers(owner).await,
+            Self::Database(database) => database.tables().transfers(owner).await,
         }
     }
 
@@ -256,6 +355,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.settle_transfer(id)),
             Self::Postgres(postgres) => postgres.settle_transfer(tx, id).await,
             Self::MySql(mysql) => mysql.settle_transfer(tx, id).await,
+            Self::Database(database) => Ok(database.settle_transfer(id).await?),
         }
     }
 }

@@ -137,6 +137,16 @@ impl PostgresLedger {
         owner: &str,
         receipt: &PaymentReceipt,
     ) -> Result<(), LedgerError> {
+        let conn = tx.conn::<PgConnection>().await?;
+        Ok(Self::insert_receipt_on(conn, owner, receipt).await?)
+    }
+
+    /// Writes a receipt on `conn`.
+    pub(super) async fn insert_receipt_on(
+        conn: &mut PgConnection,
+        owner: &str,
+        receipt: &PaymentReceipt,
+    ) -> Result<(), sqlx::Error> {
         sqlx::query(
             "INSERT INTO shop_receipts (id, owner, payment_id, amount, currency, created) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -147,7 +157,7 @@ impl PostgresLedger {
         .bind(receipt.amount)
         .bind(&receipt.currency)
         .bind(receipt.created)
-        .execute(tx.conn::<PgConnection>().await?)
+        .execute(conn)
         .await?;
         Ok(())
     }
@@ -205,6 +215,17 @@ impl PostgresLedger {
         owner: &str,
         refund: &Refund,
     ) -> Result<RefundOutcome, LedgerError> {
+        let conn = tx.conn::<PgConnection>().await?;
+        Ok(Self::apply_refund(conn, owner, refund).await?)
+    }
+
+    /// Applies `refund` on `conn`, a transaction of the caller's: the payment's refunded
+    /// amount and the refund's row.
+    pub(super) async fn apply_refund(
+        conn: &mut PgConnection,
+        owner: &str,
+        refund: &Refund,
+    ) -> Result<RefundOutcome, sqlx::Error> {
         // One conditional update: two refunds of one payment at once cannot both pass the
         // check (the row lock orders them, and the second sees the first's amount).
         let sql = format!(
@@ -216,7 +237,7 @@ impl PostgresLedger {
             .bind(&refund.payment)
             .bind(owner)
             .bind(refund.amount)
-            .fetch_optional(tx.conn::<PgConnection>().await?)
+            .fetch_optional(&mut *conn)
             .await?;
         let Some(updated) = updated else {
             let refundable: Option<i64> = sqlx::query_scalar(
@@ -224,7 +245,7 @@ impl PostgresLedger {
             )
             .bind(&refund.payment)
             .bind(owner)
-            .fetch_optional(tx.conn::<PgConnection>().await?)
+            .fetch_optional(&mut *conn)
             .await?;
             return Ok(match refundable {
                 Some(refundable) => RefundOutcome::Exceeds { refundable },
@@ -239,9 +260,25 @@ impl PostgresLedger {
         .bind(refund.amount)
         .bind(&refund.status)
         .bind(refund.created)
-        .execute(tx.conn::<PgConnection>().await?)
+        .execute(conn)
         .await?;
         Ok(RefundOutcome::Refunded(payment(updated)))
+    }
+
+    /// The payment `id` if it belongs to `owner`, read on `conn`.
+    pub(super) async fn payment_on(
+        conn: &mut PgConnection,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<Payment>, sqlx::Error> {
+        let sql =
+            format!("SELECT {PAYMENT_COLUMNS} FROM shop_payments WHERE owner = $1 AND id = $2");
+        let row = query_rows::<PaymentRow>(sql)
+            .bind(owner)
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+        Ok(row.map(payment))
     }
 
     /// Writes a transfer on `conn`: a step's own transaction, which commits the row with the
@@ -284,12 +321,21 @@ impl PostgresLedger {
         tx: &mut Tx,
         id: &str,
     ) -> Result<Option<Transfer>, LedgerError> {
+        let conn = tx.conn::<PgConnection>().await?;
+        Ok(Self::settle_transfer_on(conn, id).await?)
+    }
+
+    /// Marks the transfer `id` settled on `conn`: a second time changes nothing.
+    pub(super) async fn settle_transfer_on(
+        conn: &mut PgConnection,
+        id: &str,
+    ) -> Result<Option<Transfer>, sqlx::Error> {
         let sql = format!(
             "UPDATE shop_transfers SET status = 'settled' WHERE id = $1 RETURNING {TRANSFER_COLUMNS}"
         );
         let row = query_rows::<TransferRow>(sql)
             .bind(id)
-            .fetch_optional(tx.conn::<PgConnection>().await?)
+            .fetch_optional(conn)
             .await?;
         Ok(row.map(transfer))
     }

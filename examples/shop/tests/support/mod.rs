@@ -8,7 +8,6 @@ use std::{
     collections::{HashMap, HashSet},
     path::PathBuf,
     process::Stdio,
-    sync::Arc,
     time::Duration,
 };
 
@@ -30,6 +29,37 @@ pub(crate) trait Books {
     async fn rows(&self) -> Vec<Row>;
     /// The records still in flight.
     async fn in_flight(&self) -> i64;
+}
+
+/// The shop's ledger rows in PostgreSQL (its `shop_transfers` table).
+pub(crate) async fn postgres_rows(pool: &sqlx::PgPool) -> Vec<Row> {
+    let rows: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT id, bank_transfer FROM shop_transfers")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    rows.into_iter()
+        .map(|(id, bank_transfer)| Row {
+            id,
+            bank_transfer: bank_transfer.unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The shop's books and records both in PostgreSQL.
+pub(crate) struct PostgresBooks(pub(crate) sqlx::PgPool);
+
+impl Books for PostgresBooks {
+    async fn rows(&self) -> Vec<Row> {
+        postgres_rows(&self.0).await
+    }
+
+    async fn in_flight(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM idempotency_records WHERE state = 'in_flight'")
+            .fetch_one(&self.0)
+            .await
+            .unwrap()
+    }
 }
 
 /// How long the shop has, after its last restart, to finish every abandoned transfer.
@@ -249,8 +279,10 @@ impl Operation {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct BankTransfer {
-    id: String,
-    key: String,
+    /// The bank's id of the transfer.
+    pub(crate) id: String,
+    /// The key it was ordered under.
+    pub(crate) key: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -396,33 +428,54 @@ pub(crate) async fn abandoned_across_crashes(test: &str, store: &str, books: imp
     let bank = bank(free_port(), 300, log_path(test, "bank")).await;
     let port = free_port();
     let mut shop = shop(port, store, &bank.url, &[], log_path(test, "shop")).await;
-    let operations: Arc<Vec<Operation>> = Arc::new((0..100).map(Operation::new).collect());
-    let sender = {
-        let (operations, url) = (Arc::clone(&operations), shop.url.clone());
-        tokio::spawn(async move {
-            let mut sent = Vec::new();
-            for operation in operations.iter() {
-                let operation = operation.clone();
-                let url = url.clone();
-                sent.push(tokio::spawn(async move {
-                    operation.send_and_give_up(&url).await
-                }));
-                tokio::time::sleep(Duration::from_millis(rand::random_range(40..120))).await;
-            }
-            for sending in sent {
-                sending.await.unwrap();
-            }
-        })
-    };
-    for _ in 0..5 {
+    let operations: Vec<Operation> = (0..100).map(Operation::new).collect();
+    send_through_crashes(&operations, &mut shop, 5).await;
+    settle_then_retry(&shop, &bank, &operations, &books).await;
+}
+
+/// Sends `operations` to the shop at `url` one after another, 40 to 120 ms apart, each client
+/// giving up after a second, while the shop is killed with SIGKILL at `kills` random moments
+/// and restarted; answers once every client has given up.
+pub(crate) async fn send_through_crashes(
+    operations: &[Operation],
+    shop: &mut Process,
+    kills: usize,
+) {
+    let url = shop.url.clone();
+    let sent: Vec<Operation> = operations.to_vec();
+    let sender = tokio::spawn(async move {
+        let mut sending = Vec::new();
+        for operation in sent {
+            let url = url.clone();
+            sending.push(tokio::spawn(async move {
+                operation.send_and_give_up(&url).await
+            }));
+            tokio::time::sleep(Duration::from_millis(rand::random_range(40..120))).await;
+        }
+        for sent in sending {
+            sent.await.unwrap();
+        }
+    });
+    for _ in 0..kills {
         tokio::time::sleep(Duration::from_millis(rand::random_range(600..2400))).await;
         shop.kill().await;
         shop.restart().await;
     }
     sender.await.unwrap();
+}
+
+/// After [`send_through_crashes`]: the books settle within [`SETTLE`] with no operation left
+/// in flight, then every client's retry gets 201 with the transfer the bank made for it, and
+/// the bank made each transfer once.
+pub(crate) async fn settle_then_retry(
+    shop: &Process,
+    bank: &Process,
+    operations: &[Operation],
+    books: &impl Books,
+) {
     settles("the books after the crashes", || async {
         let statement = bank_statement(&bank.url).await;
-        books_agree(&statement, &books.rows().await, &operations)?;
+        books_agree(&statement, &books.rows().await, operations)?;
         match books.in_flight().await {
             0 => Ok(()),
             open => Err(format!("{open} operations are still in flight")),
@@ -430,13 +483,11 @@ pub(crate) async fn abandoned_across_crashes(test: &str, store: &str, books: imp
     })
     .await;
     let made = bank_statement(&bank.url).await;
-    let log = shop.log_text();
     eprintln!(
         "the bank made {} of {} transfers before any retry; the shop resumed {} operations",
         made.len(),
         operations.len(),
-        log.matches("resumed an operation its client abandoned")
-            .count()
+        resumptions(&shop.log_text()).values().sum::<usize>()
     );
     assert!(
         !made.is_empty(),
@@ -448,7 +499,7 @@ pub(crate) async fn abandoned_across_crashes(test: &str, store: &str, books: imp
         .iter()
         .map(|transfer| (transfer.key.clone(), transfer.id.clone()))
         .collect();
-    for operation in operations.iter() {
+    for operation in operations {
         let transfer = operation.retry(&shop.url).await;
         if let Some(bank_transfer) = moved.get(&operation.bank_key()) {
             assert_eq!(
@@ -459,7 +510,7 @@ pub(crate) async fn abandoned_across_crashes(test: &str, store: &str, books: imp
         }
     }
     let statement = bank_statement(&bank.url).await;
-    books_agree(&statement, &books.rows().await, &operations).unwrap();
+    books_agree(&statement, &books.rows().await, operations).unwrap();
     assert_eq!(
         statement.len(),
         operations.len(),
@@ -517,4 +568,47 @@ pub(crate) async fn two_shops_resume_each_operation_once(
         resumed(&first) + resumed(&second) >= 20,
         "every operation was resumed by a shop"
     );
+}
+
+/// How many times the resumer of the shop whose log is `log` ran each operation, by the
+/// prefix of its store key the log names.
+pub(crate) fn resumptions(log: &str) -> HashMap<String, usize> {
+    let mut runs = HashMap::new();
+    for key in keys_of(log, "resumed an operation its client abandoned") {
+        *runs.entry(key).or_default() += 1;
+    }
+    runs
+}
+
+/// The operations the shop whose log is `log` suspended (a step failed and may pass later),
+/// by the prefix of their store keys.
+pub(crate) fn suspended(log: &str) -> HashSet<String> {
+    keys_of(log, "outcome=\"suspended\"").collect()
+}
+
+/// The key (the prefix of a store key) each line of `log` that contains `what` names last.
+fn keys_of<'a>(log: &'a str, what: &'a str) -> impl Iterator<Item = String> + 'a {
+    log.lines()
+        .filter(move |line| line.contains(what))
+        .filter_map(|line| line.rsplit_once("key="))
+        .map(|(_, rest)| {
+            let key = rest.trim_start_matches('"');
+            key.split(['"', ' ']).next().unwrap_or_default().to_owned()
+        })
+}
+
+/// Waits (within [`SETTLE`]) until `shops` have suspended `count` operations between them:
+/// each has met the bank away, and none can finish before the resumer takes it up.
+pub(crate) async fn until_suspended(shops: &[Process], count: usize) {
+    settles("every operation stopped while the bank is away", || async {
+        let stopped: HashSet<String> = shops
+            .iter()
+            .flat_map(|shop| suspended(&shop.log_text()))
+            .collect();
+        match stopped.len() {
+            n if n >= count => Ok(()),
+            n => Err(format!("{n} of {count} operations stopped")),
+        }
+    })
+    .await;
 }

@@ -1,8 +1,8 @@
--- Reading a record: every script starts with this, after the layout's constants (record.rs
--- writes them: VERSION, the states CLAIMED, IN_FLIGHT and DONE, and each field's position).
--- One key's record is one string; record.rs draws its layout. The key's own expiry (PX,
--- PEXPIRE) is the record's lifetime. Every script answers a table whose first element names
--- the outcome.
+-- Reading a record: every script of a record starts with this, after the layout's constants
+-- (record.rs writes them: VERSION, the states CLAIMED, IN_FLIGHT, RESUMABLE_CLAIMED, RESUMABLE
+-- and DONE, and each field's position). One key's record is one string; record.rs draws its
+-- layout. The key's own expiry (PX, PEXPIRE) is the record's lifetime. Every script answers a
+-- table whose first element names the outcome.
 
 -- The steps of an in-flight record, each its RecordedStep bytes, from their framing (a u32
 -- length before each); nil if the framing does not add up to the record's count of them.
@@ -47,13 +47,28 @@ local function load(key)
     end
     record.ttl = struct.unpack('>d', value, TTL_AT)
     record.response = string.sub(value, RESPONSE_AT)
-  elseif state == CLAIMED or state == IN_FLIGHT then
+  elseif state == CLAIMED or state == IN_FLIGHT or state == RESUMABLE_CLAIMED
+      or state == RESUMABLE then
     if #value < STEPS_AT - 1 then
       return nil, {'corrupt', 'an in-flight record shorter than its header'}
     end
+    record.fresh = state == CLAIMED or state == RESUMABLE_CLAIMED
     record.first, record.second, record.suspensions, record.steps =
       struct.unpack('>ddI4I4', value, TIMES_AT)
-    record.step_bytes = string.sub(value, STEPS_AT)
+    local steps_at = STEPS_AT
+    if state == RESUMABLE_CLAIMED or state == RESUMABLE then
+      if #value < STEPS_AT - 1 + KEPT_HEAD then
+        return nil, {'corrupt', 'a resumable record shorter than its header'}
+      end
+      local after, resume_at, len = struct.unpack('>ddI4', value, STEPS_AT)
+      steps_at = STEPS_AT + KEPT_HEAD + len
+      if #value < steps_at - 1 then
+        return nil, {'corrupt', 'a resumable record shorter than its kept request'}
+      end
+      record.kept = {after = after, resume_at = resume_at,
+        request = string.sub(value, STEPS_AT + KEPT_HEAD, steps_at - 1)}
+    end
+    record.step_bytes = string.sub(value, steps_at)
     if not steps_of(record) then
       return nil, {'corrupt', 'the steps of an in-flight record do not add up'}
     end
