@@ -110,10 +110,11 @@ use self::{claim::CLAIM_ATTEMPTS, errors::store_error, packet::Packet, sql::Stat
 pub use self::{
     migrate::{migrate, migration_files, migration_sql},
     session::MySqlStoreBuilder,
-    sweep::{SweepPace, SweepPaceError, SweeperHandle},
     table::{TableName, TableNameError},
     transaction::MySqlTransaction,
 };
+/// The sweeper's pace and handle, shared by the stores that sweep ([`idem_core::store::sweep`]).
+pub use idem_core::store::sweep::{SweepPace, SweepPaceError, SweeperHandle};
 use idem_core::store::{
     Claim, ClaimOutcome, LeaseToken, Store, StoreError, StoreTransaction,
     held::{Held, RecordState},

@@ -118,10 +118,11 @@ use sqlx::{
 use self::sql::{RESPONSE_FORMAT, Statements};
 pub use self::{
     migrate::{migrate, migration_files, migration_sql},
-    sweep::{SweepPace, SweepPaceError, SweeperHandle},
     table::{TableName, TableNameError},
     transaction::PostgresTransaction,
 };
+/// The sweeper's pace and handle, shared by the stores that sweep ([`idem_core::store::sweep`]).
+pub use idem_core::store::sweep::{SweepPace, SweepPaceError, SweeperHandle};
 use idem_core::store::{
     Claim, ClaimOutcome, ConnectError, LeaseToken, Store, StoreError, StoreTransaction,
     held::{Held, RecordState},

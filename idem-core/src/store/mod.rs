@@ -119,6 +119,7 @@ mod connect;
 pub mod held;
 pub mod memory;
 pub mod operation;
+pub mod sweep;
 
 use std::{any::Any, error::Error as StdError, fmt, time::Duration};
 
