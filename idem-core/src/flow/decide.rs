@@ -35,6 +35,9 @@ pub(super) enum Decision {
 pub(super) struct Lease {
     /// The token the claim holds the key under; every later write of the key is fenced by it.
     pub(super) token: LeaseToken,
+    /// Until when the claim holds the key by this process's clock: when it was sent, plus
+    /// the lease.
+    pub(super) confirmed_until: tokio::time::Instant,
     /// How long the in-flight record lives in the store ([`Claim::in_flight_lifetime`]):
     /// past it, a write that never landed has nothing left to settle.
     pub(super) lifetime: Duration,
@@ -125,6 +128,8 @@ async fn attempt(
         resumable,
     };
     let unanswered = UnansweredClaim::new(idem, &claim, route);
+    // The store's answer may come late, never early: the lease is counted from here.
+    let confirmed_until = tokio::time::Instant::now() + policy.lease;
     let outcome = match idem.claim(claim).await {
         Ok(outcome) => {
             unanswered.answered();
@@ -162,6 +167,7 @@ async fn attempt(
             record(route, key, Outcome::Claimed, &"running the handler");
             Some(Decision::Run(Lease {
                 token: claim.token,
+                confirmed_until,
                 lifetime: claim.in_flight_lifetime(),
                 progress: None,
             }))
@@ -176,6 +182,7 @@ async fn attempt(
             record(route, key, Outcome::Resumed, &detail);
             Some(Decision::Run(Lease {
                 token: claim.token,
+                confirmed_until,
                 lifetime: claim.in_flight_lifetime(),
                 progress: Some(Box::new(progress)),
             }))

@@ -72,6 +72,8 @@ struct RuntimeState {
     /// The delay after which every resumable route's abandoned operations are resumed, if
     /// the service sets it for all of them.
     resume_after: Option<Duration>,
+    /// The least a lease must have left for a step to start, if not a third of the lease.
+    lease_margin: Option<Duration>,
     /// Stops the resumer, when one runs.
     resumer: Mutex<Option<Stop>>,
     /// The operations this process suspended and resumes itself (see [`resumer`]).
@@ -229,6 +231,16 @@ impl Idempotency {
         policy
     }
 
+    /// The least of a route's `lease` that must be left, by this process's clock, for a step
+    /// to start: [`IdempotencyBuilder::lease_margin`], at most half the lease; a third of the
+    /// lease by default.
+    pub(crate) fn lease_margin(&self, lease: Duration) -> Duration {
+        match self.state.lease_margin {
+            Some(margin) => margin.min(lease / 2),
+            None => lease / 3,
+        }
+    }
+
     /// The most time one store call may take.
     pub(crate) fn store_timeout(&self) -> Duration {
         self.state.store_timeout
@@ -263,6 +275,7 @@ pub struct IdempotencyBuilder {
     problem_type_base: Option<Arc<str>>,
     max_ttl: Option<Duration>,
     resume_after: Option<Duration>,
+    lease_margin: Option<Duration>,
 }
 
 impl IdempotencyBuilder {
@@ -277,6 +290,7 @@ impl IdempotencyBuilder {
             problem_type_base: None,
             max_ttl: None,
             resume_after: None,
+            lease_margin: None,
         }
     }
 
@@ -356,6 +370,34 @@ impl IdempotencyBuilder {
         self
     }
 
+    /// The least of its lease a run must have left, by its own clock, for a step of an
+    /// operation to start ([`Steps`](crate::steps::Steps)): a third of the route's lease by
+    /// default, and at most half of it whatever is set here (a margin as long as the lease
+    /// would let no step start).
+    ///
+    /// The store confirms a lease at the claim and at every renewal (every third of the
+    /// lease), for the lease's length from when it was asked. A run whose store stops
+    /// answering keeps running its handler; once less than the margin is left, its next step
+    /// fails retryably instead of starting, and the operation is resumed by whoever holds it
+    /// next. The margin is the time a step may take to reach its effect (a call to be sent, a
+    /// row to be written) after it starts, and a pause of the process (a collector, a
+    /// suspended VM) that the lease should still cover.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idem::{Idempotency, MemoryStore};
+    ///
+    /// // Steps here send calls that take up to 5 seconds to land.
+    /// let idem = Idempotency::builder(MemoryStore::default())
+    ///     .lease_margin(Duration::from_secs(5))
+    ///     .build();
+    /// # drop(idem);
+    /// ```
+    pub fn lease_margin(mut self, margin: Duration) -> Self {
+        self.lease_margin = Some(margin);
+        self
+    }
+
     /// Builds the runtime.
     pub fn build(self) -> Idempotency {
         Idempotency {
@@ -371,6 +413,7 @@ impl IdempotencyBuilder {
                 problem_type_base: self.problem_type_base,
                 max_ttl: self.max_ttl,
                 resume_after: self.resume_after,
+                lease_margin: self.lease_margin,
                 resumer: Mutex::default(),
                 schedule: Schedule::default(),
             }),

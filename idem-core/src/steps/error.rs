@@ -57,6 +57,10 @@ pub enum StepErrorKind {
     TakenOver,
     /// The store did not record the step; the operation resumes from it.
     Store,
+    /// The step did not start: the run's lease was in doubt (the store had not confirmed it
+    /// for long enough, see [`Steps::lease`](super::Steps::lease)). The operation resumes
+    /// from it, in whichever run holds it next.
+    LeaseInDoubt,
     /// The route cannot keep steps (its store keeps none, or `transaction` on a store that
     /// is not PostgreSQL).
     Misconfigured,
@@ -121,6 +125,7 @@ impl fmt::Display for StepError {
             StepErrorKind::Changed => "the run does not match the recorded steps",
             StepErrorKind::TakenOver => "another run took the operation over",
             StepErrorKind::Store => "the store did not record a step",
+            StepErrorKind::LeaseInDoubt => "a step did not start on a lease in doubt",
             StepErrorKind::Misconfigured => "the route cannot keep steps",
         };
         write!(f, "{what} ({})", self.0.status)

@@ -2,6 +2,9 @@
 //! and how it stopped. The run's [`Steps`](super::Steps) write it; the flow reads it when the
 //! handler returns, to complete the operation, suspend it, or stop it.
 
+use tokio::time::Instant;
+
+use super::lease::{LeaseClock, LeaseView};
 use crate::{
     scope::StoreKey,
     store::{LeaseToken, operation::RecordedStep},
@@ -44,6 +47,8 @@ pub(crate) fn changed_detail(why: &str) -> String {
 #[derive(Debug, Default)]
 pub(crate) struct Journal {
     held: Option<Holder>,
+    /// The held lease, as this run's clock sees it.
+    lease: Option<LeaseClock>,
     /// The steps recorded: those the claim found, then those this run recorded.
     recorded: Vec<RecordedStep>,
     /// How many of `recorded` this run has reached.
@@ -64,9 +69,17 @@ pub(crate) enum Next {
 }
 
 impl Journal {
-    /// The run holds `held`, and found `recorded` steps after `suspensions` suspensions.
-    pub(crate) fn hold(&mut self, held: Holder, recorded: Vec<RecordedStep>, suspensions: u32) {
+    /// The run holds `held` under `lease`, and found `recorded` steps after `suspensions`
+    /// suspensions.
+    pub(crate) fn hold(
+        &mut self,
+        held: Holder,
+        lease: LeaseClock,
+        recorded: Vec<RecordedStep>,
+        suspensions: u32,
+    ) {
         self.held = Some(held);
+        self.lease = Some(lease);
         self.recorded = recorded;
         self.suspensions = suspensions;
     }
@@ -74,6 +87,25 @@ impl Journal {
     /// The record this run holds, if any.
     pub(crate) fn held(&self) -> Option<Holder> {
         self.held
+    }
+
+    /// The held lease, as it stands now; `None` when the run holds no record.
+    pub(crate) fn lease(&self) -> Option<LeaseView> {
+        self.lease.map(|lease| lease.view(Instant::now()))
+    }
+
+    /// The store confirmed the lease, by a renewal sent at `sent` for `lease`.
+    pub(crate) fn lease_confirmed(&mut self, sent: Instant, lease: std::time::Duration) {
+        if let Some(clock) = &mut self.lease {
+            clock.confirmed(sent, lease);
+        }
+    }
+
+    /// The store answered that the lease is lost.
+    pub(crate) fn lease_lost(&mut self) {
+        if let Some(clock) = &mut self.lease {
+            clock.lost();
+        }
     }
 
     /// The step called `name`, reached next: its recorded output, or its turn to run. A name
@@ -171,7 +203,8 @@ mod tests {
             token: LeaseToken::from_u128(1),
             max_output: 1024,
         };
-        journal.hold(held, recorded, 1);
+        let lease = LeaseClock::new(held.token, Instant::now(), std::time::Duration::ZERO);
+        journal.hold(held, lease, recorded, 1);
         journal
     }
 

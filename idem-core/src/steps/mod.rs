@@ -65,6 +65,7 @@
 
 mod error;
 pub(crate) mod journal;
+pub(crate) mod lease;
 mod local_transaction;
 pub(crate) mod resumption;
 
@@ -81,6 +82,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use self::journal::{Holder, Next, Stop};
 pub use self::{
     error::{StepError, StepErrorKind},
+    lease::{LeaseStanding, LeaseView},
     resumption::Resumption,
 };
 use crate::{
@@ -176,6 +178,46 @@ impl Steps {
         self.resumption.as_ref()
     }
 
+    /// The run's lease, as this process's clock sees it: whether it still holds, for how
+    /// long, and its token. `None` when the handler runs without a record.
+    ///
+    /// A step checks it before it starts (see [docs/steps.md](https://github.com/idem-rs/idem/blob/main/docs/steps.md#a-lease-in-doubt)); a handler asks
+    /// before work of its own that a second run must not repeat, and hands the token to a
+    /// resource that can refuse a run that was taken over. A table the handler writes keeps
+    /// the token of the run that last wrote each row; a run that takes the operation over
+    /// stamps its own first, and a write under any other token changes nothing:
+    ///
+    /// ```
+    /// # use idem::steps::{LeaseView, Steps};
+    /// # struct Db;
+    /// # impl Db { async fn execute(&self, _: &str, _: &[&dyn std::fmt::Debug]) -> u64 { 1 } }
+    /// # async fn reserve(steps: &Steps, db: &Db, order: u64) -> Result<(), &'static str> {
+    /// let Some(lease) = steps.lease() else { return Ok(()) }; // no record: nothing to fence
+    /// if !lease.holds() {
+    ///     return Err("the lease is in doubt: leave the work to the run that takes over");
+    /// }
+    /// let token = lease.token().to_bytes();
+    /// // Take the row over: from now on, only this run's writes land on it.
+    /// db.execute("UPDATE stock SET fence = $1 WHERE order_id = $2", &[&token, &order]).await;
+    /// // ... work that takes a while ...
+    /// // A conditional write: it lands only if no later run took the row over meanwhile.
+    /// let written = db
+    ///     .execute(
+    ///         "UPDATE stock SET reserved = reserved + 1, version = version + 1 \
+    ///          WHERE order_id = $1 AND fence = $2",
+    ///         &[&order, &token],
+    ///     )
+    ///     .await;
+    /// if written == 0 {
+    ///     return Err("another run took the operation over");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lease(&self) -> Option<LeaseView> {
+        self.context.journal().lease()
+    }
+
     /// The journal's next step, or the run's stop as an error.
     fn next(&self, name: &str) -> Result<Next, StepError> {
         if name.is_empty() || name.len() > MAX_STEP_NAME_LEN {
@@ -183,7 +225,39 @@ impl Steps {
             return Err(self.stop(Stop::Changed(why)));
         }
         let next = self.context.journal().next(name);
-        next.map_err(|stop| self.answer(&stop))
+        let next = next.map_err(|stop| self.answer(&stop))?;
+        if let Next::Run { held: Some(_), .. } = next {
+            self.may_start(name)?;
+        }
+        Ok(next)
+    }
+
+    /// Whether a step that has not started may start: not on a lease in doubt or lost. Two
+    /// reads of the clock and a lock, on a step that is about to call or write anyway.
+    fn may_start(&self, name: &str) -> Result<(), StepError> {
+        let Some(lease) = self.lease() else {
+            return Ok(());
+        };
+        match lease.standing() {
+            LeaseStanding::Holds => Ok(()),
+            LeaseStanding::Lost => Err(self.stop(Stop::Fenced)),
+            LeaseStanding::InDoubt => {
+                self.context.journal().stop(Stop::Retryable);
+                tracing::warn!(
+                    step = name,
+                    left_ms = lease.left().as_millis() as u64,
+                    "idempotency: a step did not start: the store has not confirmed the run's \
+                     lease for long enough; the operation resumes from it"
+                );
+                Err(self.error(
+                    StepErrorKind::LeaseInDoubt,
+                    ProblemKind::StoreUnavailable,
+                    "the idempotency store has not confirmed this request's hold on its key \
+                     recently enough to start its next step; retry with the same \
+                     Idempotency-Key after the time in Retry-After",
+                ))
+            }
+        }
     }
 
     /// A recorded output, read back as the run's type.
@@ -274,9 +348,10 @@ impl Steps {
             StepErrorKind::Terminal => Stop::Terminal,
             StepErrorKind::Changed => Stop::Changed("a step said so".to_owned()),
             StepErrorKind::TakenOver => Stop::Fenced,
-            StepErrorKind::Retryable | StepErrorKind::Store | StepErrorKind::Misconfigured => {
-                Stop::Retryable
-            }
+            StepErrorKind::Retryable
+            | StepErrorKind::Store
+            | StepErrorKind::LeaseInDoubt
+            | StepErrorKind::Misconfigured => Stop::Retryable,
         };
         self.context.journal().stop(stop);
         error

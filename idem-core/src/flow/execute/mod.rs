@@ -31,7 +31,10 @@ use crate::{
     replay::capture::{Capture, Captured, Unfinished, capture, finish},
     runtime::Idempotency,
     scope::{Route, StoreKey},
-    steps::journal::{Holder, Stop},
+    steps::{
+        journal::{Holder, Stop},
+        lease::LeaseClock,
+    },
     store::{StoreError, operation::KeptRequest},
 };
 
@@ -127,11 +130,18 @@ impl Execution {
             token: self.lease.token,
             max_output: self.policy.max_stored_body,
         };
+        let lease = LeaseClock::new(
+            self.lease.token,
+            self.lease.confirmed_until,
+            self.idem.lease_margin(self.policy.lease),
+        );
         let (recorded, suspensions) = match self.lease.progress.take() {
             Some(progress) => (progress.steps, progress.suspensions),
             None => (Vec::new(), 0),
         };
-        self.context.journal().hold(held, recorded, suspensions);
+        self.context
+            .journal()
+            .hold(held, lease, recorded, suspensions);
     }
 
     /// Reads the rest of a response body, renewing the lease meanwhile.
@@ -156,6 +166,8 @@ impl Execution {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
+            // The store's answer confirms the lease from when it was asked, not answered.
+            let sent = tokio::time::Instant::now();
             // Boxed: a renewal (its store call and its timeout's timer) is rare, and laid out
             // inline it would add 300 bytes to every request's future.
             let renewal = Box::pin(
@@ -163,10 +175,16 @@ impl Execution {
                     .renew(&self.key, self.lease.token, self.policy.lease),
             );
             match renewal.await {
-                Ok(()) => {}
+                Ok(()) => self
+                    .context
+                    .journal()
+                    .lease_confirmed(sent, self.policy.lease),
                 Err(StoreError::LeaseLost) => {
+                    // No step of this run starts from now on.
+                    self.context.journal().lease_lost();
                     // Another request took the key over. The handler cannot be stopped safely
-                    // half-way; its completion will be fenced. Stop renewing.
+                    // half-way; its completion will be fenced, and its next step does not
+                    // start. Stop renewing.
                     self.record(
                         Outcome::Fenced,
                         &"another request took the key over (or an operator removed it) while the \
@@ -174,7 +192,8 @@ impl Execution {
                     );
                     return std::future::pending().await;
                 }
-                // A passing store fault: the lease still has two thirds left; try again.
+                // A passing store fault: the lease still has two thirds left; try again. A
+                // step that would start with less than the margin left does not.
                 Err(error) => self.record_error(
                     Outcome::StoreError,
                     "the lease could not be renewed",
