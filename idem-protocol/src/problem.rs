@@ -78,6 +78,9 @@ pub enum ProblemKind {
     /// 500: a run of an interrupted operation does not match the steps its first run
     /// recorded.
     StepsChanged,
+    /// 502: a step that is called at most once was started by an earlier run of the
+    /// operation, which did not record its end: whether it took effect is unknown.
+    StepOutcomeUnknown,
 }
 
 impl ProblemKind {
@@ -94,6 +97,7 @@ impl ProblemKind {
             | Self::Misconfigured
             | Self::StepsChanged => StatusCode::INTERNAL_SERVER_ERROR,
             Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StepOutcomeUnknown => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -112,6 +116,7 @@ impl ProblemKind {
             Self::Misconfigured => "Idempotency is not configured for this route",
             Self::StoreUnavailable => "The idempotency store is unavailable",
             Self::StepsChanged => "The operation's steps changed while it was in flight",
+            Self::StepOutcomeUnknown => "The outcome of a step of the operation is unknown",
         }
     }
 
@@ -130,6 +135,7 @@ impl ProblemKind {
             Self::Misconfigured => "misconfigured",
             Self::StoreUnavailable => "store-unavailable",
             Self::StepsChanged => "steps-changed",
+            Self::StepOutcomeUnknown => "step-outcome-unknown",
         }
     }
 
@@ -171,6 +177,8 @@ impl ProblemKind {
             | Self::StepsChanged => 13,
             // UNAVAILABLE: come back after the `RetryInfo`.
             Self::StoreUnavailable => 14,
+            // UNKNOWN: what the call did is not known, and no retry will learn it.
+            Self::StepOutcomeUnknown => 2,
         }
     }
 
@@ -198,6 +206,7 @@ impl ProblemKind {
             Self::Misconfigured => "MISCONFIGURED",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::StepsChanged => "STEPS_CHANGED",
+            Self::StepOutcomeUnknown => "STEP_OUTCOME_UNKNOWN",
         }
     }
 
@@ -207,7 +216,7 @@ impl ProblemKind {
     }
 
     /// Every kind.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::KeyMissing,
         Self::KeyMalformed,
         Self::PrincipalMissing,
@@ -220,6 +229,7 @@ impl ProblemKind {
         Self::Misconfigured,
         Self::StoreUnavailable,
         Self::StepsChanged,
+        Self::StepOutcomeUnknown,
     ];
 }
 
@@ -227,7 +237,7 @@ impl ProblemKind {
 mod tests {
     use super::*;
 
-    const ALL: [ProblemKind; 12] = ProblemKind::ALL;
+    const ALL: [ProblemKind; 13] = ProblemKind::ALL;
 
     #[test]
     fn the_repository_catalogue_ends_with_this_one() {

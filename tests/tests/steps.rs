@@ -27,7 +27,7 @@ use idem::{
     steps::Resumption, steps::StepError, steps::Steps,
 };
 use idem_conformance::FaultyStore;
-use idem_tests::{Answer, Served, eventually, key, mysql_fixture, postgres_fixture, redis_fixture};
+use idem_tests::{Answer, Served, eventually, key, redis_fixture, step_stores::step_stores};
 use serde_json::{Value, json};
 
 /// What the bank and the ledger do, and what they did.
@@ -237,23 +237,9 @@ fn app(world: &World, idem: &Idempotency) -> Router {
         .layer(Extension(idem.clone()))
 }
 
-/// The stores the suite runs on: memory always, Redis, PostgreSQL and MySQL when configured.
+/// The stores the suite runs on.
 async fn stores() -> Vec<(&'static str, Arc<dyn Store>)> {
-    let mut stores: Vec<(&'static str, Arc<dyn Store>)> =
-        vec![("memory", Arc::new(MemoryStore::default()))];
-    if let Some(url) = redis_fixture::redis_url() {
-        stores.push(("redis", Arc::new(redis_fixture::connect(&url).await)));
-    }
-    if let Some(url) = postgres_fixture::database_url("the steps suite") {
-        stores.push((
-            "postgres",
-            Arc::new(postgres_fixture::fresh_store(&url).await),
-        ));
-    }
-    if let Some(url) = mysql_fixture::mysql_url("the steps suite") {
-        stores.push(("mysql", Arc::new(mysql_fixture::fresh_store(&url).await)));
-    }
-    stores
+    step_stores("the steps suite").await
 }
 
 /// A service on `store`, with a fresh bank and ledger.

@@ -166,6 +166,7 @@ mod tests {
             ProblemKind::Misconfigured,
             ProblemKind::StoreUnavailable,
             ProblemKind::StepsChanged,
+            ProblemKind::StepOutcomeUnknown,
         ];
         for kind in kinds {
             let section = format!("<section id=\"{}\">", kind.slug());

@@ -61,6 +61,10 @@ pub enum StepErrorKind {
     /// for long enough, see [`Steps::lease`](super::Steps::lease)). The operation resumes
     /// from it, in whichever run holds it next.
     LeaseInDoubt,
+    /// A step called at most once was started by an earlier run that did not record its
+    /// end: it is not called again, and the operation completes with this answer, 502
+    /// `step-outcome-unknown`.
+    OutcomeUnknown,
     /// The route cannot keep steps (its store keeps none, or `transaction` on a store that
     /// is not PostgreSQL).
     Misconfigured,
@@ -126,6 +130,7 @@ impl fmt::Display for StepError {
             StepErrorKind::TakenOver => "another run took the operation over",
             StepErrorKind::Store => "the store did not record a step",
             StepErrorKind::LeaseInDoubt => "a step did not start on a lease in doubt",
+            StepErrorKind::OutcomeUnknown => "the outcome of a step called at most once is unknown",
             StepErrorKind::Misconfigured => "the route cannot keep steps",
         };
         write!(f, "{what} ({})", self.0.status)

@@ -66,6 +66,9 @@ pub(crate) enum Next {
     Recorded(bytes::Bytes),
     /// It runs now, as step `index`; `held` is the record to write its output to.
     Run { index: usize, held: Option<Holder> },
+    /// An earlier run started it (its start mark is recorded) and did not record its end:
+    /// its outcome is unknown. Its output, if any run learns it, is step `index`.
+    Started { index: usize, held: Option<Holder> },
 }
 
 impl Journal {
@@ -125,6 +128,7 @@ impl Journal {
             ))));
         }
         match self.recorded.get(index) {
+            Some(step) if step.name() == name && step.is_start_mark() => self.started(name),
             Some(step) if step.name() == name => {
                 self.reached += 1;
                 Ok(Next::Recorded(step.output().clone()))
@@ -139,6 +143,33 @@ impl Journal {
             None => {
                 self.began = true;
                 Ok(Next::Run {
+                    index,
+                    held: self.held,
+                })
+            }
+        }
+    }
+
+    /// The step called `name`, whose start mark is the next recorded: its output, recorded
+    /// after the mark, or the news that its outcome is unknown.
+    fn started(&mut self, name: &str) -> Result<Next, Stop> {
+        self.reached += 1;
+        let index = self.reached;
+        match self.recorded.get(index) {
+            Some(ended) if ended.name() == name && !ended.is_start_mark() => {
+                self.reached += 1;
+                Ok(Next::Recorded(ended.output().clone()))
+            }
+            Some(other) => {
+                let other = other.name().to_owned();
+                Err(self.stop(Stop::Changed(format!(
+                    "the step `{name}` was started and is followed by `{other}` in the \
+                     recorded steps, not by its own end"
+                ))))
+            }
+            None => {
+                self.began = true;
+                Ok(Next::Started {
                     index,
                     held: self.held,
                 })
@@ -256,6 +287,28 @@ mod tests {
         ));
         journal.recorded(step("charge"));
         assert!(matches!(journal.next("charge"), Err(Stop::Changed(_))));
+    }
+
+    #[test]
+    fn a_start_mark_with_its_end_gives_the_output_and_without_it_says_started() {
+        let mark = RecordedStep::start_mark("sms");
+        let mut ended = holding(vec![mark.clone(), step("sms"), step("ledger")]);
+        assert!(matches!(ended.next("sms"), Ok(Next::Recorded(out)) if out == "1"));
+        assert!(matches!(ended.next("ledger"), Ok(Next::Recorded(_))));
+        assert_eq!(ended.ending(), None);
+
+        let mut unknown = holding(vec![step("bank"), mark.clone()]);
+        assert!(matches!(unknown.next("bank"), Ok(Next::Recorded(_))));
+        assert!(matches!(
+            unknown.next("sms"),
+            Ok(Next::Started { index: 2, .. })
+        ));
+        // The output a run learns goes after the mark.
+        unknown.recorded(step("sms"));
+        assert_eq!(unknown.ending(), None);
+
+        let mut changed = holding(vec![mark, step("mail")]);
+        assert!(matches!(changed.next("sms"), Err(Stop::Changed(_))));
     }
 
     #[test]

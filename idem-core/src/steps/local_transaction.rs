@@ -60,7 +60,8 @@ impl Steps {
         let name = name.into();
         let (index, held) = match self.next(&name)? {
             Next::Recorded(output) => return self.read(&name, &output),
-            Next::Run { index, held } => (index, held),
+            // A start mark under this name: this step runs whatever an earlier run did.
+            Next::Run { index, held } | Next::Started { index, held } => (index, held),
         };
         let mut transaction = self.begin().await?;
         let Some(connection) = transaction.connection().downcast_mut::<C>() else {

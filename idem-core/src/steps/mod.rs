@@ -63,6 +63,7 @@
 // A step's error carries the `Response` it answers, returned once per failed step.
 #![allow(clippy::result_large_err)]
 
+mod at_most_once;
 mod error;
 pub(crate) mod journal;
 pub(crate) mod lease;
@@ -131,7 +132,8 @@ impl Steps {
         let name = name.into();
         let (index, held) = match self.next(&name)? {
             Next::Recorded(output) => return self.read(&name, &output),
-            Next::Run { index, held } => (index, held),
+            // An at-least-once step runs whatever an earlier run's start mark says.
+            Next::Run { index, held } | Next::Started { index, held } => (index, held),
         };
         let output = call(foreign_key(held, &name))
             .await
@@ -160,7 +162,8 @@ impl Steps {
         let name = name.into();
         let (index, held) = match self.next(&name)? {
             Next::Recorded(output) => return self.read(&name, &output),
-            Next::Run { index, held } => (index, held),
+            // An at-least-once step runs whatever an earlier run's start mark says.
+            Next::Run { index, held } | Next::Started { index, held } => (index, held),
         };
         let output = run().await.map_err(|error| self.failed(error))?;
         self.record(&name, index, held, &output).await?;
@@ -226,7 +229,7 @@ impl Steps {
         }
         let next = self.context.journal().next(name);
         let next = next.map_err(|stop| self.answer(&stop))?;
-        if let Next::Run { held: Some(_), .. } = next {
+        if let Next::Run { held: Some(_), .. } | Next::Started { held: Some(_), .. } = next {
             self.may_start(name)?;
         }
         Ok(next)
@@ -282,6 +285,11 @@ impl Steps {
             return Ok(());
         };
         let step = self.encode(name, output, held.max_output)?;
+        self.write(index, held, step).await
+    }
+
+    /// Records `step` as step `index` of the record the run holds.
+    async fn write(&self, index: usize, held: Holder, step: RecordedStep) -> Result<(), StepError> {
         let recorded = self
             .context
             .runtime()
@@ -345,7 +353,7 @@ impl Steps {
     /// A step's own failure: the run stops as it says.
     fn failed(&self, error: StepError) -> StepError {
         let stop = match error.kind() {
-            StepErrorKind::Terminal => Stop::Terminal,
+            StepErrorKind::Terminal | StepErrorKind::OutcomeUnknown => Stop::Terminal,
             StepErrorKind::Changed => Stop::Changed("a step said so".to_owned()),
             StepErrorKind::TakenOver => Stop::Fenced,
             StepErrorKind::Retryable

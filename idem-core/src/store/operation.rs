@@ -34,7 +34,10 @@
 //! u32 output length, output (the step's output as JSON)
 //! ```
 //!
-//! A list of steps is their encodings one after another. The kept request of a resumable
+//! A step called at most once is recorded twice: before it is called, with an empty output (its
+//! *start mark*: a JSON output is never empty), then, when it ends, with its output under the
+//! same name at the next index. A record that ends with a start mark holds a step whose
+//! outcome is unknown. A list of steps is their encodings one after another. The kept request of a resumable
 //! route is [`KeptRequest::encode`]'s layout.
 
 use std::time::Duration;
@@ -86,6 +89,17 @@ impl RecordedStep {
             name: name.into(),
             output,
         }
+    }
+
+    /// The mark of a step called at most once, recorded before it is called: its name and
+    /// an empty output.
+    pub fn start_mark(name: impl Into<String>) -> Self {
+        Self::new(name, Bytes::new())
+    }
+
+    /// Whether this is a [start mark](Self::start_mark) rather than a step's output.
+    pub fn is_start_mark(&self) -> bool {
+        self.output.is_empty()
     }
 
     /// The step's name, as the handler gave it.

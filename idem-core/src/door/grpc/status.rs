@@ -146,6 +146,7 @@ mod tests {
             (ProblemKind::Misconfigured, Code::Internal),
             (ProblemKind::StepsChanged, Code::Internal),
             (ProblemKind::StoreUnavailable, Code::Unavailable),
+            (ProblemKind::StepOutcomeUnknown, Code::Unknown),
         ];
         assert_eq!(table.len(), ProblemKind::ALL.len());
         for (kind, code) in table {
