@@ -4,8 +4,9 @@
 //! doubt*).
 //!
 //! The store is a `redis-server` of the test's own, frozen with SIGSTOP (a stuck host: the
-//! connection stays open and nothing answers). Skipped when `IDEM_TEST_REDIS_URL` is unset (CI
-//! sets it) or `redis-server` is not on `PATH`.
+//! connection stays open and nothing answers); that test is skipped when `IDEM_TEST_REDIS_URL`
+//! is unset (CI sets it) or `redis-server` is not on `PATH`. A lease the store answers lost
+//! (an operator removed the record) is seen on the memory store.
 
 use std::{
     sync::{
@@ -15,9 +16,14 @@ use std::{
     time::Duration,
 };
 
-use axum::{Json, Router, extract::State, http::StatusCode, routing::post};
+use axum::{
+    Json, Router,
+    extract::State,
+    http::{Method, StatusCode},
+    routing::post,
+};
 use idem::{
-    Idempotency, IdempotencyLayer, Policy, Scope,
+    Idempotency, IdempotencyKey, IdempotencyLayer, MemoryStore, Policy, RecordAddress, Scope,
     steps::{LeaseStanding, StepError, StepErrorKind, Steps},
 };
 use idem_tests::{Answer, Served, gate::Gate, key, redis_fixture, redis_server::RedisServer};
@@ -98,6 +104,62 @@ async fn transfer(
     Ok((StatusCode::CREATED, Json(json!({ "transferred": true }))))
 }
 
+/// The service on `idem`, its world, and what its first run reports.
+async fn serve(
+    idem: Idempotency,
+    lease: Duration,
+) -> (Served, World, mpsc::UnboundedReceiver<Seen>) {
+    let (seen, seen_by_test) = mpsc::unbounded_channel();
+    let world = World {
+        gate: Gate::closed(),
+        watching: Arc::new(AtomicU32::new(1)),
+        seen,
+        first: Arc::default(),
+        second: Arc::default(),
+    };
+    let policy = Policy::new().scope(Scope::Global).lease(lease);
+    let app = Router::new()
+        .route("/transfers", post(transfer))
+        .layer(IdempotencyLayer::new(idem, policy))
+        .with_state(world.clone());
+    (Served::start(app).await, world, seen_by_test)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_sees_its_lease_lost_once_the_store_says_so_and_its_next_step_does_not_start() {
+    let idem = Idempotency::new(MemoryStore::default());
+    let (served, world, mut seen_by_test) = serve(idem.clone(), Duration::from_millis(300)).await;
+    let http = redis_fixture::client(Duration::from_secs(30));
+    let key = key();
+    let first_run = tokio::spawn(Answer::of(
+        http.post(served.url("/transfers"))
+            .header("idempotency-key", &key)
+            .json(&json!({ "amount": 500 })),
+    ));
+    world.gate.arrival(Duration::from_secs(10)).await;
+    let address = RecordAddress::new(
+        Scope::Global,
+        None,
+        Method::POST,
+        "/transfers",
+        IdempotencyKey::new(key.as_str()).unwrap(),
+    )
+    .unwrap();
+    idem.remove(&address, "the test").await.unwrap();
+    world.gate.lift();
+    let seen = tokio::time::timeout(Duration::from_secs(5), seen_by_test.recv())
+        .await
+        .expect("the handler never saw its lease lost")
+        .expect("the handler reports what it saw");
+    assert_eq!(seen.standing, LeaseStanding::Lost, "{seen:?}");
+    assert_eq!(seen.next_step, Some(StepErrorKind::TakenOver), "{seen:?}");
+    first_run
+        .await
+        .unwrap()
+        .problem(StatusCode::CONFLICT, "request-in-flight");
+    assert_eq!(world.second.load(Ordering::SeqCst), 0, "a step started");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_sees_its_lease_in_doubt_within_the_margin_when_its_store_stops_answering() {
     if redis_fixture::redis_url().is_none() {
@@ -115,20 +177,7 @@ async fn a_handler_sees_its_lease_in_doubt_within_the_margin_when_its_store_stop
     let idem = Idempotency::builder(store)
         .store_timeout(Duration::from_millis(500))
         .build();
-    let (seen, mut seen_by_test) = mpsc::unbounded_channel();
-    let world = World {
-        gate: Gate::closed(),
-        watching: Arc::new(AtomicU32::new(1)),
-        seen,
-        first: Arc::default(),
-        second: Arc::default(),
-    };
-    let policy = Policy::new().scope(Scope::Global).lease(LEASE);
-    let app = Router::new()
-        .route("/transfers", post(transfer))
-        .layer(IdempotencyLayer::new(idem, policy))
-        .with_state(world.clone());
-    let served = Served::start(app).await;
+    let (served, world, mut seen_by_test) = serve(idem, LEASE).await;
     let http = redis_fixture::client(Duration::from_secs(30));
     let key = key();
     let send = || {
