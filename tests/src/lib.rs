@@ -13,6 +13,7 @@ pub mod message_fixture;
 pub mod mysql_fixture;
 pub mod mysql_server;
 pub mod nats_fixture;
+pub mod partition;
 pub mod postgres_fixture;
 pub mod postgres_server;
 pub mod redis_cluster;

@@ -1,0 +1,119 @@
+//! One shop cut off from Redis while the other keeps serving the same keys: the `shop` and
+//! `bank` binaries as processes, both shops' records on one Redis and their books in one
+//! PostgreSQL of the test's own, the first shop's connections to Redis through a
+//! [`Partition`] the test cuts for twice the transfers' lease.
+//!
+//! The cut comes while every transfer of the cut-off shop is at the bank: the bank answers it,
+//! and the shop can neither record the bank's answer nor renew its lease. Once the lease
+//! lapses, the other shop finds the transfers due and finishes them (the bank answers the
+//! order it already made, under the step's key). When the cut heals, what the cut-off shop
+//! sent meanwhile reaches Redis late and is fenced. What must hold: no ledger row twice, no
+//! bank transfer twice, every operation finished, and every client's retry, to the shop that
+//! was cut off, 201 with the books' transfer.
+
+mod support;
+
+use std::time::Duration;
+
+use idem_tests::{
+    free_port, partition::Partition, postgres_server::PostgresServer, redis_fixture,
+    redis_server::RedisServer,
+};
+
+use self::support::{
+    Books, Operation, Row, abandon_all, bank, bank_statement, books_agree, log_path, postgres_rows,
+    settle_then_retry, settles, shop,
+};
+
+/// The shops' key prefix, their binary's default.
+const PREFIX: &str = "idem:";
+/// The lease of the shop's transfers (`examples/shop/src/transfers.rs`).
+const LEASE: Duration = Duration::from_secs(15);
+/// How long the bank takes per transfer: the cut comes while every transfer is there.
+const BANK_DELAY_MS: u64 = 2000;
+
+/// The shops' books in PostgreSQL, and their records in flight on Redis.
+struct RedisBooks {
+    pool: sqlx::PgPool,
+    redis: String,
+}
+
+impl Books for RedisBooks {
+    async fn rows(&self) -> Vec<Row> {
+        postgres_rows(&self.pool).await
+    }
+
+    async fn in_flight(&self) -> i64 {
+        let open = redis_fixture::in_flight(&self.redis, PREFIX).await;
+        i64::try_from(open).expect("a count")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shop_cut_off_from_redis_past_its_lease_leaves_its_transfers_to_the_other_once() {
+    let (Some(redis), Some(postgres)) = (RedisServer::start(&[]).await, PostgresServer::start())
+    else {
+        return;
+    };
+    let test = "redis-partition";
+    let bank = bank(free_port(), BANK_DELAY_MS, log_path(test, "bank")).await;
+    let partition = Partition::start(redis.port()).await;
+    let books_url = postgres.url();
+    let vars = [("SHOP_DATABASE_URL", books_url.as_str())];
+    let through_partition = format!("redis://127.0.0.1:{}", partition.port());
+    let cut_off = shop(
+        free_port(),
+        &through_partition,
+        &bank.url,
+        &vars,
+        log_path(test, "cut-off"),
+    )
+    .await;
+    let other = shop(
+        free_port(),
+        &redis.url(),
+        &bank.url,
+        &vars,
+        log_path(test, "other"),
+    )
+    .await;
+    let operations: Vec<Operation> = (0..20).map(Operation::new).collect();
+
+    // Each client gives up after a second, while its transfer is at the bank.
+    abandon_all(&operations, &[&cut_off.url]).await;
+    partition.cut();
+    let cut_at = tokio::time::Instant::now();
+    let books = RedisBooks {
+        pool: sqlx::PgPool::connect(&books_url).await.unwrap(),
+        redis: redis.url(),
+    };
+    settles(
+        "the other shop finishes the cut-off shop's transfers",
+        || async {
+            let statement = bank_statement(&bank.url).await;
+            books_agree(&statement, &books.rows().await, &operations)?;
+            match (statement.len(), books.in_flight().await) {
+                (20, 0) => Ok(()),
+                (made, open) => Err(format!("{made} of 20 made, {open} in flight")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        other
+            .log_text()
+            .contains("resumed an operation its client abandoned"),
+        "the other shop resumed them: {}",
+        other.log_text()
+    );
+    tokio::time::sleep_until(cut_at + LEASE * 2).await;
+    partition.heal();
+
+    // What the cut-off shop held reaches Redis now, and changes nothing.
+    settle_then_retry(&cut_off, &bank, &operations, &books).await;
+    assert_eq!(
+        books.rows().await.len(),
+        operations.len(),
+        "one ledger row per transfer"
+    );
+}
