@@ -430,3 +430,23 @@ impl fmt::Debug for IdempotencyBuilder {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_margin_is_a_third_of_the_lease_unless_set_and_never_over_half() {
+        let lease = Duration::from_secs(60);
+        let default = Idempotency::default();
+        assert_eq!(default.lease_margin(lease), Duration::from_secs(20));
+        let set = |margin| {
+            Idempotency::builder(MemoryStore::default())
+                .lease_margin(margin)
+                .build()
+                .lease_margin(lease)
+        };
+        assert_eq!(set(Duration::from_secs(5)), Duration::from_secs(5));
+        assert_eq!(set(Duration::from_secs(90)), Duration::from_secs(30));
+    }
+}
