@@ -56,6 +56,11 @@ impl PostgresServer {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Starts the server (again) on its port and directory, and waits until it accepts
     /// connections.
     pub fn restart(&mut self) {

@@ -1,14 +1,16 @@
-//! One shop cut off from Redis while the other keeps serving the same keys: the `shop` and
-//! `bank` binaries as processes, both shops' records on one Redis and their books in one
-//! PostgreSQL of the test's own, the first shop's connections to Redis through a
-//! [`Partition`] the test cuts for twice the transfers' lease.
+//! One shop cut off from its store while the other keeps serving the same keys: the `shop` and
+//! `bank` binaries as processes, two shops on one store of the test's own, the first shop's
+//! connections to it through a [`Partition`] the test cuts for twice the transfers' lease.
+//! The store is Redis, with the books in a PostgreSQL beside it that both shops reach, or
+//! PostgreSQL, records and books in one database, which the cut takes from the first shop
+//! whole.
 //!
 //! The cut comes while every transfer of the cut-off shop is at the bank: the bank answers it,
 //! and the shop can neither record the bank's answer nor renew its lease. Once the lease
 //! lapses, the other shop finds the transfers due and finishes them (the bank answers the
 //! order it already made, under the step's key). When the cut heals, what the cut-off shop
-//! sent meanwhile reaches Redis late and is fenced. What must hold: no ledger row twice, no
-//! bank transfer twice, every operation finished, and every client's retry, to the shop that
+//! sent meanwhile reaches the store late and is fenced. What must hold: no ledger row twice,
+//! no bank transfer twice, every operation finished, and every client's retry, to the shop that
 //! was cut off, 201 with the books' transfer.
 
 mod support;
@@ -21,11 +23,11 @@ use idem_tests::{
 };
 
 use self::support::{
-    Books, Operation, Row, abandon_all, bank, bank_statement, books_agree, log_path, postgres_rows,
-    settle_then_retry, settles, shop,
+    Books, Operation, PostgresBooks, Row, abandon_all, bank, bank_statement, books_agree, log_path,
+    postgres_rows, settle_then_retry, settles, shop,
 };
 
-/// The shops' key prefix, their binary's default.
+/// The shops' Redis key prefix, their binary's default.
 const PREFIX: &str = "idem:";
 /// The lease of the shop's transfers (`examples/shop/src/transfers.rs`).
 const LEASE: Duration = Duration::from_secs(15);
@@ -55,15 +57,63 @@ async fn a_shop_cut_off_from_redis_past_its_lease_leaves_its_transfers_to_the_ot
     else {
         return;
     };
-    let test = "redis-partition";
-    let bank = bank(free_port(), BANK_DELAY_MS, log_path(test, "bank")).await;
     let partition = Partition::start(redis.port()).await;
-    let books_url = postgres.url();
-    let vars = [("SHOP_DATABASE_URL", books_url.as_str())];
-    let through_partition = format!("redis://127.0.0.1:{}", partition.port());
+    let books = RedisBooks {
+        pool: sqlx::PgPool::connect(&postgres.url()).await.unwrap(),
+        redis: redis.url(),
+    };
+    let store = Stores {
+        direct: redis.url(),
+        through_partition: format!("redis://127.0.0.1:{}", partition.port()),
+        books: Some(postgres.url()),
+    };
+    cut_off_past_the_lease("redis-partition", &store, &partition, &books).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shop_cut_off_from_postgres_past_its_lease_leaves_its_transfers_to_the_other_once() {
+    let Some(postgres) = PostgresServer::start() else {
+        return;
+    };
+    let partition = Partition::start(postgres.port()).await;
+    let books = PostgresBooks(sqlx::PgPool::connect(&postgres.url()).await.unwrap());
+    let store = Stores {
+        direct: postgres.url(),
+        through_partition: postgres.url().replace(
+            &format!(":{}/", postgres.port()),
+            &format!(":{}/", partition.port()),
+        ),
+        books: None,
+    };
+    cut_off_past_the_lease("postgres-partition", &store, &partition, &books).await;
+}
+
+/// How the two shops reach their store.
+struct Stores {
+    /// The other shop's way.
+    direct: String,
+    /// The cut-off shop's way, through the partition.
+    through_partition: String,
+    /// Where both keep their books, when not with the records.
+    books: Option<String>,
+}
+
+/// The scenario of the [module docs](self).
+async fn cut_off_past_the_lease(
+    test: &str,
+    store: &Stores,
+    partition: &Partition,
+    books: &impl Books,
+) {
+    let bank = bank(free_port(), BANK_DELAY_MS, log_path(test, "bank")).await;
+    let vars: Vec<(&'static str, &str)> = store
+        .books
+        .iter()
+        .map(|books| ("SHOP_DATABASE_URL", books.as_str()))
+        .collect();
     let cut_off = shop(
         free_port(),
-        &through_partition,
+        &store.through_partition,
         &bank.url,
         &vars,
         log_path(test, "cut-off"),
@@ -71,7 +121,7 @@ async fn a_shop_cut_off_from_redis_past_its_lease_leaves_its_transfers_to_the_ot
     .await;
     let other = shop(
         free_port(),
-        &redis.url(),
+        &store.direct,
         &bank.url,
         &vars,
         log_path(test, "other"),
@@ -83,10 +133,6 @@ async fn a_shop_cut_off_from_redis_past_its_lease_leaves_its_transfers_to_the_ot
     abandon_all(&operations, &[&cut_off.url]).await;
     partition.cut();
     let cut_at = tokio::time::Instant::now();
-    let books = RedisBooks {
-        pool: sqlx::PgPool::connect(&books_url).await.unwrap(),
-        redis: redis.url(),
-    };
     settles(
         "the other shop finishes the cut-off shop's transfers",
         || async {
@@ -109,8 +155,8 @@ async fn a_shop_cut_off_from_redis_past_its_lease_leaves_its_transfers_to_the_ot
     tokio::time::sleep_until(cut_at + LEASE * 2).await;
     partition.heal();
 
-    // What the cut-off shop held reaches Redis now, and changes nothing.
-    settle_then_retry(&cut_off, &bank, &operations, &books).await;
+    // What the cut-off shop held reaches the store now, and changes nothing.
+    settle_then_retry(&cut_off, &bank, &operations, books).await;
     assert_eq!(
         books.rows().await.len(),
         operations.len(),
