@@ -5,7 +5,9 @@
 //! A run that is abandoned after the call was sent (its handler panics there, as a process
 //! that dies would leave it) is never followed by a second call: the operation ends 502
 //! `step-outcome-unknown`, replayed to every retry, or a step of the handler's asks the
-//! gateway what became of the first call.
+//! gateway what became of the first call. And a process killed with SIGKILL after the call
+//! was sent (`src/bin/sms_service.rs`, on Redis): the process started after it never calls
+//! again either.
 
 use std::{
     sync::{
@@ -15,13 +17,23 @@ use std::{
     time::Duration,
 };
 
-use axum::{Extension, Json, Router, extract::State, http::StatusCode, routing::post};
+use axum::{
+    Extension, Json, Router,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    routing::post,
+};
 use idem::{
     Idempotency, Store, idempotent,
     steps::{StepError, Steps},
 };
 use idem_tests::{Answer, Served, key, redis_fixture, step_stores::step_stores};
 use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+    sync::mpsc,
+};
 
 /// The SMS gateway, and how the next run of the handler fails.
 #[derive(Clone, Default)]
@@ -218,4 +230,112 @@ async fn a_step_whose_run_died_is_asked_about_by_the_reference_it_sent() {
         assert!(again.replayed(), "{store}");
         assert_eq!(service.gateway.asked.load(Ordering::SeqCst), 1, "{store}");
     }
+}
+
+/// A gateway that records the reference of each SMS, tells the test, and never answers: the
+/// answer of a call that a killed process was waiting for.
+async fn silent_gateway() -> (Served, Arc<Mutex<Vec<String>>>, mpsc::UnboundedReceiver<()>) {
+    let references = Arc::new(Mutex::new(Vec::new()));
+    let (called, calls) = mpsc::unbounded_channel();
+    let sms = {
+        let references = Arc::clone(&references);
+        move |headers: HeaderMap| async move {
+            let reference = headers
+                .get("reference")
+                .and_then(|value| value.to_str().ok());
+            references
+                .lock()
+                .unwrap()
+                .push(reference.unwrap_or_default().to_owned());
+            let _ = called.send(());
+            std::future::pending::<String>().await
+        }
+    };
+    let served = Served::start(Router::new().route("/sms", post(sms))).await;
+    (served, references, calls)
+}
+
+/// `src/bin/sms_service.rs` as a process, on the Redis at `redis` under `prefix`; killed when
+/// dropped.
+struct SmsService {
+    child: Child,
+    url: String,
+}
+
+impl SmsService {
+    async fn start(redis: &str, prefix: &str, gateway: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sms_service"))
+            .env("SMS_REDIS_URL", redis)
+            .env("SMS_REDIS_PREFIX", prefix)
+            .env("SMS_GATEWAY", gateway)
+            .stdout(std::process::Stdio::piped())
+            // Its conflicts while the killed run's lease lapses would fill the test's output.
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the SMS service starts");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .await
+            .unwrap();
+        let url = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_owned();
+        Self { child, url }
+    }
+
+    fn notify(&self, http: &reqwest::Client, key: &str) -> reqwest::RequestBuilder {
+        http.post(format!("{}/notify", self.url))
+            .header("idempotency-key", key)
+            .json(&json!({ "to": "+4412345678" }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_whose_process_was_killed_after_the_call_is_never_called_again() {
+    let Some(redis) = redis_fixture::redis_url() else {
+        return;
+    };
+    let prefix = redis_fixture::fresh_prefix();
+    let (gateway, references, mut calls) = silent_gateway().await;
+    let mut killed = SmsService::start(&redis, &prefix, &gateway.url("")).await;
+    let http = redis_fixture::client(Duration::from_secs(30));
+    let key = key();
+    let sending = tokio::spawn(killed.notify(&http, &key).send());
+    tokio::time::timeout(Duration::from_secs(10), calls.recv())
+        .await
+        .expect("the SMS was sent")
+        .unwrap();
+    killed.child.kill().await.unwrap();
+    assert!(
+        sending.await.unwrap().is_err(),
+        "the killed process answered"
+    );
+
+    // The next process resumes the operation (its resumer, or the client's retry, whichever
+    // takes it first once the lease lapsed) and ends it without calling.
+    let next = SmsService::start(&redis, &prefix, &gateway.url("")).await;
+    let ended = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let answer = Answer::of(next.notify(&http, &key)).await;
+            if answer.status != StatusCode::CONFLICT {
+                break answer;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the operation ended");
+    ended.problem(StatusCode::BAD_GATEWAY, "step-outcome-unknown");
+    for _ in 0..3 {
+        let again = Answer::of(next.notify(&http, &key)).await;
+        again.problem(StatusCode::BAD_GATEWAY, "step-outcome-unknown");
+        assert!(again.replayed(), "{again:?}");
+    }
+    let sent = references.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "one SMS: {sent:?}");
+    assert!(sent[0].ends_with(":sms"), "{sent:?}");
 }
