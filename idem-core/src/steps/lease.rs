@@ -29,7 +29,7 @@ use crate::store::LeaseToken;
 /// The lease of a run, as the run's clock sees it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LeaseClock {
-    /// The lease's token, for the handler to hand to a resource that fences by it.
+    /// The lease's token, for the handler to hand to a resource that checks it.
     token: LeaseToken,
     /// Until when the store's last confirmation holds: when the confirming call was sent,
     /// plus the lease.
@@ -96,7 +96,8 @@ pub enum LeaseStanding {
 /// The time left is a lower bound on the store's own view, counted from when the store was
 /// last asked, never from when it answered; it says nothing of a process that pauses (a
 /// long garbage collection, a suspended VM) between reading it and acting on it. Only a
-/// resource that checks the [token](Self::token) closes that window.
+/// resource that takes one run's write (a conditional write that records the
+/// [token](Self::token)) closes that window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseView {
     token: LeaseToken,
@@ -116,8 +117,9 @@ impl LeaseView {
     }
 
     /// The lease's token: fresh at every claim, so a run that takes the operation over holds
-    /// another. A resource that records the token of the last run that wrote to it, and
-    /// refuses a write under any other once a newer run wrote, fences this run out.
+    /// another. Random, not increasing: a resource that records it learns which run wrote,
+    /// and a conditional write on a version column lets only the first of two runs write
+    /// ([`Steps::lease`](super::Steps::lease) has the example).
     pub fn token(&self) -> LeaseToken {
         self.token
     }

@@ -186,33 +186,37 @@ impl Steps {
     ///
     /// A step checks it before it starts (see [docs/steps.md](https://github.com/idem-rs/idem/blob/main/docs/steps.md#a-lease-in-doubt)); a handler asks
     /// before work of its own that a second run must not repeat, and hands the token to a
-    /// resource that can refuse a run that was taken over. A table the handler writes keeps
-    /// the token of the run that last wrote each row; a run that takes the operation over
-    /// stamps its own first, and a write under any other token changes nothing:
+    /// resource that checks it. The token is fresh at every claim and random, not
+    /// increasing: it tells which run wrote, not which is newer. With a conditional write on
+    /// a version column, of two runs that read the same version only the first writes, and
+    /// the other finds the token of the run that did:
     ///
     /// ```
-    /// # use idem::steps::{LeaseView, Steps};
+    /// # use idem::steps::Steps;
     /// # struct Db;
-    /// # impl Db { async fn execute(&self, _: &str, _: &[&dyn std::fmt::Debug]) -> u64 { 1 } }
+    /// # impl Db {
+    /// #     async fn read(&self, _: u64) -> (u64, [u8; 16]) { (1, [0; 16]) }
+    /// #     async fn write(&self, _: &str, _: &[&dyn std::fmt::Debug]) -> u64 { 1 }
+    /// # }
     /// # async fn reserve(steps: &Steps, db: &Db, order: u64) -> Result<(), &'static str> {
     /// let Some(lease) = steps.lease() else { return Ok(()) }; // no record: nothing to fence
     /// if !lease.holds() {
     ///     return Err("the lease is in doubt: leave the work to the run that takes over");
     /// }
     /// let token = lease.token().to_bytes();
-    /// // Take the row over: from now on, only this run's writes land on it.
-    /// db.execute("UPDATE stock SET fence = $1 WHERE order_id = $2", &[&token, &order]).await;
-    /// // ... work that takes a while ...
-    /// // A conditional write: it lands only if no later run took the row over meanwhile.
+    /// let (version, written_by) = db.read(order).await; // SELECT version, fence ...
+    /// if written_by == token {
+    ///     return Ok(()); // this run wrote it already
+    /// }
     /// let written = db
-    ///     .execute(
-    ///         "UPDATE stock SET reserved = reserved + 1, version = version + 1 \
-    ///          WHERE order_id = $1 AND fence = $2",
-    ///         &[&order, &token],
+    ///     .write(
+    ///         "UPDATE stock SET reserved = reserved + 1, version = version + 1, fence = $1 \
+    ///          WHERE order_id = $2 AND version = $3",
+    ///         &[&token, &order, &version],
     ///     )
     ///     .await;
     /// if written == 0 {
-    ///     return Err("another run took the operation over");
+    ///     return Err("another run of this operation wrote first");
     /// }
     /// # Ok(())
     /// # }
