@@ -76,7 +76,9 @@
 //! 11. **Steps in order.** [`record_step`](Store::record_step) appends the step at `index` to
 //!     the record in flight under the caller's token, and only if the record holds exactly
 //!     `index` steps; fenced like rule 5. The same step sent again by its holder (its first
-//!     answer was lost) answers `Ok` and changes nothing.
+//!     answer was lost) answers `Ok` and changes nothing. A step's output is kept byte for
+//!     byte, an empty one too (the [start mark](operation::RecordedStep::start_mark) of a
+//!     step called at most once).
 //! 12. **Suspended, not released.** [`suspend`](Store::suspend) (fenced) ends the holder's
 //!     lease at once and keeps the record in flight with its fingerprint and steps, counting
 //!     one suspension more. A claim with the same fingerprint then takes the key over at once
