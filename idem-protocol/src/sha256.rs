@@ -70,7 +70,7 @@ mod accelerated {
     }
 }
 
-/// The algorithm written out: [`Sha256`](super::Sha256) without the feature `sha2`, and
+/// The algorithm written out: [`sha256::Sha256`](crate::sha256::Sha256) without the feature `sha2`, and
 /// public with it too, so that its tests hold it to `sha2` whatever the build's features.
 pub mod portable {
     /// The first 32 bits of the fractional parts of the cube roots of the first 64 primes.
