@@ -7,7 +7,9 @@
 # machine, so only compiling is timed. Prints each build's seconds, the medians and their ratio.
 #
 # The machine's load changes what a build takes: run it with nothing else building, and read
-# the ratio of one run rather than seconds across runs.
+# the ratio of one run rather than seconds across runs. The CPU seconds (user and system, of
+# cargo and every compiler it runs) change less with the load than the wall seconds, and say
+# what the build costs where the wall seconds say what it takes on an idle machine.
 #
 # Usage: bench/build-cost.sh [rounds, default 3]
 set -euo pipefail
@@ -58,13 +60,11 @@ for crate in with without; do
   cargo fetch -q --manifest-path "$work/$crate/Cargo.toml"
 done
 
-build() { # crate, profile flag; prints seconds
-  local start end
+build() { # crate, profile flag; prints the wall seconds and the CPU seconds (user + system)
+  local TIMEFORMAT='%R %U %S'
   rm -rf "$work/$1/target"
-  start=$(date +%s.%N)
-  cargo build -q --offline $2 --manifest-path "$work/$1/Cargo.toml"
-  end=$(date +%s.%N)
-  awk -v end="$end" -v start="$start" 'BEGIN {print end - start}'
+  { time cargo build -q --offline $2 --manifest-path "$work/$1/Cargo.toml" 2>/dev/null; } 2>&1 |
+    awk '{print $1, $2 + $3}'
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -76,13 +76,22 @@ for profile in debug release; do
   for round in $(seq "$rounds"); do
     w=$(build with "$flag"); wo=$(build without "$flag")
     echo "$w" >>"$work/with.$profile"; echo "$wo" >>"$work/without.$profile"
-    printf '%s round %s: with idem %.1f s, without %.1f s\n' "$profile" "$round" "$w" "$wo"
+    printf '%s round %s: with idem %.1f s (CPU %.1f s), without %.1f s (CPU %.1f s)\n' \
+      "$profile" "$round" $w $wo
   done
-  mw=$(median <"$work/with.$profile"); mwo=$(median <"$work/without.$profile")
-  printf '%s median: with idem %.1f s, without %.1f s, ratio %.2f\n' "$profile" "$mw" "$mwo" \
-    "$(awk -v a="$mw" -v b="$mwo" 'BEGIN {print a / b}')"
+  for column in 1 2; do
+    what=$([ $column = 1 ] && echo wall || echo CPU)
+    mw=$(cut -d' ' -f$column "$work/with.$profile" | median)
+    mwo=$(cut -d' ' -f$column "$work/without.$profile" | median)
+    printf '%s median %s: with idem %.1f s, without %.1f s, ratio %.2f\n' "$profile" "$what" \
+      "$mw" "$mwo" "$(awk -v a="$mw" -v b="$mwo" 'BEGIN {print a / b}')"
+  done
 done
 size() { stat -c %s "$work/$1/target/release/$1" | awk '{printf "%.1f MiB", $1 / 1048576}'; }
 echo "release binary: with idem $(size with), without $(size without)"
-echo "crates: with idem $(cargo tree -q --manifest-path "$work/with/Cargo.toml" -e normal,build --prefix none | sort -u | wc -l), without $(cargo tree -q --manifest-path "$work/without/Cargo.toml" -e normal,build --prefix none | sort -u | wc -l)"
+crates() { # what a crate's build compiles, each once
+  cargo tree -q --manifest-path "$work/$1/Cargo.toml" -e normal,build --prefix none |
+    sed 's/ (\*)$//' | sort -u | wc -l
+}
+echo "crates: with idem $(crates with), without $(crates without)"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -91,10 +91,10 @@ rows=(
 )
 
 total_ir() { awk '/^summary:/ { print $2 }' "$1"; }
-# SHA-256's compression function, inclusive; compress256 calls the portable one valgrind runs.
+# SHA-256's compression function (idem-protocol's, never inlined), inclusive.
 sha_ir() {
   callgrind_annotate --inclusive=yes "$1" |
-    awk '/sha2::sha256::(compress256|soft::[a-z_:]*compress)/ { ir = $1; gsub(/,/, "", ir); if (ir + 0 > max) max = ir + 0 }
+    awk '/idem_protocol::sha256::compress/ { ir = $1; gsub(/,/, "", ir); if (ir + 0 > max) max = ir + 0 }
          END { print max + 0 }'
 }
 field() { # name file: the value of name=value in the driver's output

@@ -27,7 +27,7 @@ use std::{fmt, sync::Arc};
 
 use axum::extract::MatchedPath;
 use http::{Extensions, Method, Uri, request::Parts};
-use sha2::{Digest, Sha256};
+use idem_protocol::sha256::Sha256;
 
 use idem_protocol::key::IdempotencyKey;
 
@@ -235,14 +235,14 @@ fn hash_fields(fields: &[&[u8]]) -> [u8; 32] {
             joined[at + 8..at + 8 + field.len()].copy_from_slice(field);
             at += 8 + field.len();
         }
-        return Sha256::digest(&joined[..at]).into();
+        return Sha256::digest(&joined[..at]);
     }
     let mut hasher = Sha256::new();
     for field in fields {
         hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field);
     }
-    hasher.finalize().into()
+    hasher.finalize()
 }
 
 impl fmt::Debug for StoreKey {

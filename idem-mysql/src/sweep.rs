@@ -108,7 +108,7 @@ impl MySqlStore {
     }
 
     /// Sweeps every `every` (first at once) in a background task, at `pace`, until the handle
-    /// is stopped or dropped ([`spawn_sweeper`](idem_core::store::sweep::spawn_sweeper) has
+    /// is stopped or dropped ([`store::sweep::spawn_sweeper`](idem_core::store::sweep::spawn_sweeper) has
     /// the rules).
     ///
     /// ```no_run

@@ -9,6 +9,7 @@
 //!   for an operation, random or derived from what it is ([`IdempotencyKey::derive`]).
 //! - [`problem`]: the kinds of error an idem server answers, with their statuses, titles and
 //!   stable `type` URIs.
+//! - [`sha256`]: the digest both sides hash keys and requests with.
 //!
 //! ```
 //! use http::HeaderValue;
@@ -27,6 +28,7 @@
 
 pub mod key;
 pub mod problem;
+pub mod sha256;
 
 pub use crate::{
     key::{DeriveError, IdempotencyKey, KeyError, KeyForm, KeySyntax},

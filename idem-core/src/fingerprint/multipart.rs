@@ -10,8 +10,8 @@
 //! boundaries.
 
 use http::{HeaderMap, header::CONTENT_TYPE};
+use idem_protocol::sha256::Sha256;
 use memchr::memmem;
-use sha2::{Digest, Sha256};
 
 /// The boundary of a `multipart/form-data` request, when its one `Content-Type` names exactly
 /// one boundary, spelled as RFC 2046 allows (1 to 70 characters of its set, not ending in a
@@ -227,7 +227,7 @@ mod tests {
     /// The parts `hash_parts` reads, by hashing them the documented way; `None` if it refuses.
     fn digest(boundary: &str, body: &[u8]) -> Option<[u8; 32]> {
         let mut hasher = Sha256::new();
-        hash_parts(boundary.as_bytes(), body, &mut hasher).then(|| hasher.finalize().into())
+        hash_parts(boundary.as_bytes(), body, &mut hasher).then(|| hasher.finalize())
     }
 
     fn expected(parts: &[&[u8]], epilogue: &[u8]) -> [u8; 32] {
@@ -240,7 +240,7 @@ mod tests {
         hasher.update([0]);
         hasher.update((epilogue.len() as u64).to_be_bytes());
         hasher.update(epilogue);
-        hasher.finalize().into()
+        hasher.finalize()
     }
 
     #[test]

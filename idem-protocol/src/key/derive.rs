@@ -40,7 +40,7 @@
 
 use std::fmt::{self, Write as _};
 
-use sha2::{Digest as _, Sha256};
+use crate::sha256::Sha256;
 
 use super::{IdempotencyKey, MAX_KEY_LEN};
 
@@ -141,7 +141,7 @@ impl IdempotencyKey {
         let key = if full.len() <= MAX_KEY_LEN {
             full
         } else {
-            let digest: [u8; 32] = Sha256::digest(full.as_bytes()).into();
+            let digest: [u8; 32] = Sha256::digest(full.as_bytes());
             format!("{}~{}", &full[..HASHED_PREFIX_LEN], hex::encode(digest))
         };
         Ok(Self::new(key).expect("a derived key is 1 to 255 visible ASCII characters"))
