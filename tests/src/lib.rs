@@ -12,6 +12,7 @@ pub mod ledger;
 pub mod message_fixture;
 pub mod mysql_fixture;
 pub mod mysql_server;
+pub mod sqlite_fixture;
 pub mod nats_fixture;
 pub mod postgres_fixture;
 pub mod postgres_server;

@@ -1,6 +1,6 @@
 //! Operations of several steps (docs/steps.md), through real HTTP: a handler that orders money
 //! at a bank (a foreign step) and then writes a ledger row (a local step), on the memory,
-//! Redis, PostgreSQL and MySQL stores.
+//! SQLite, Redis, PostgreSQL and MySQL stores.
 //!
 //! The bank and the ledger of these tests count what they do and fail on demand, so that a
 //! test can stop an operation between its steps and see what the next run does. What is
@@ -27,7 +27,9 @@ use idem::{
     steps::Resumption, steps::StepError, steps::Steps,
 };
 use idem_conformance::FaultyStore;
-use idem_tests::{Answer, Served, eventually, key, mysql_fixture, postgres_fixture, redis_fixture};
+use idem_tests::{
+    Answer, Served, eventually, key, mysql_fixture, postgres_fixture, redis_fixture, sqlite_fixture,
+};
 use serde_json::{Value, json};
 
 /// What the bank and the ledger do, and what they did.
@@ -237,10 +239,13 @@ fn app(world: &World, idem: &Idempotency) -> Router {
         .layer(Extension(idem.clone()))
 }
 
-/// The stores the suite runs on: memory always, Redis, PostgreSQL and MySQL when configured.
+/// The stores the suite runs on: memory and SQLite always, Redis, PostgreSQL and MySQL when
+/// configured.
 async fn stores() -> Vec<(&'static str, Arc<dyn Store>)> {
-    let mut stores: Vec<(&'static str, Arc<dyn Store>)> =
-        vec![("memory", Arc::new(MemoryStore::default()))];
+    let mut stores: Vec<(&'static str, Arc<dyn Store>)> = vec![
+        ("memory", Arc::new(MemoryStore::default())),
+        ("sqlite", Arc::new(sqlite_fixture::fresh_store().await)),
+    ];
     if let Some(url) = redis_fixture::redis_url() {
         stores.push(("redis", Arc::new(redis_fixture::connect(&url).await)));
     }
