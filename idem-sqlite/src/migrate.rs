@@ -80,8 +80,7 @@ const STEPS_COLUMNS: [(&str, &str); 6] = [
 ];
 
 /// The resumer's index, the last statement of `002_steps.sql`.
-const RESUME_INDEX: &str =
-    "CREATE INDEX IF NOT EXISTS {index:resume_at} ON {bare} (resume_at);\n";
+const RESUME_INDEX: &str = "CREATE INDEX IF NOT EXISTS {index:resume_at} ON {bare} (resume_at);\n";
 
 fn render(template: &str, table: &TableName) -> String {
     template
@@ -92,7 +91,10 @@ fn render(template: &str, table: &TableName) -> String {
 }
 
 fn add_column(table: &TableName, (column, definition): (&str, &str)) -> String {
-    format!("ALTER TABLE {} ADD COLUMN {column} {definition};\n", table.quoted())
+    format!(
+        "ALTER TABLE {} ADD COLUMN {column} {definition};\n",
+        table.quoted()
+    )
 }
 
 /// The DDL of every migration for `table`, in the order they run: for the default name, the
@@ -194,7 +196,11 @@ mod tests {
     fn a_qualified_name_is_quoted_everywhere() {
         let sql = migration_sql(&TableName::new("idem.records").unwrap());
         assert!(sql.contains("CREATE TABLE IF NOT EXISTS \"idem\".\"records\" ("));
-        assert!(sql.contains("CREATE INDEX IF NOT EXISTS \"idem\".\"records_resume_at\" ON \"records\""));
+        assert!(
+            sql.contains(
+                "CREATE INDEX IF NOT EXISTS \"idem\".\"records_resume_at\" ON \"records\""
+            )
+        );
         assert!(sql.contains("ALTER TABLE \"idem\".\"records\" ADD COLUMN request BLOB;"));
         assert!(!sql.contains('{'));
     }

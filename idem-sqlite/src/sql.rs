@@ -253,9 +253,8 @@ pub(crate) fn fill(template: &str, table: &TableName) -> String {
 impl Statements {
     pub(crate) fn new(table: &TableName) -> Self {
         // The name was checked by `TableName::new`: plain identifiers, quoted.
-        let render = |template: &str| {
-            AssertSqlSafe(Arc::<str>::from(fill(template, table))).into_sql_str()
-        };
+        let render =
+            |template: &str| AssertSqlSafe(Arc::<str>::from(fill(template, table))).into_sql_str();
         Self {
             read: render(READ),
             insert: render(INSERT),

@@ -189,7 +189,10 @@ mod tests {
         assert_eq!(qualified.schema(), Some("_idem"));
         assert_eq!(qualified.table(), "order");
         assert_eq!(qualified.quoted(), "\"_idem\".\"order\"");
-        assert_eq!(qualified.quoted_index("expires_at"), "\"_idem\".\"order_expires_at\"");
+        assert_eq!(
+            qualified.quoted_index("expires_at"),
+            "\"_idem\".\"order_expires_at\""
+        );
         assert_eq!(TableName::default().as_str(), TableName::DEFAULT);
     }
 

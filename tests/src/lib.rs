@@ -12,7 +12,6 @@ pub mod ledger;
 pub mod message_fixture;
 pub mod mysql_fixture;
 pub mod mysql_server;
-pub mod sqlite_fixture;
 pub mod nats_fixture;
 pub mod postgres_fixture;
 pub mod postgres_server;
@@ -21,6 +20,7 @@ pub mod redis_fixture;
 pub mod redis_sentinel;
 pub mod redis_server;
 pub mod shop_fixture;
+pub mod sqlite_fixture;
 
 use std::{net::SocketAddr, time::Duration};
 

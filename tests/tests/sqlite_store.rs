@@ -240,7 +240,11 @@ async fn a_payment_row_commits_with_its_record() {
     });
     let key = key();
     let paying = {
-        let (http, url, key) = (setup.http.clone(), setup.served.url("/payments"), key.clone());
+        let (http, url, key) = (
+            setup.http.clone(),
+            setup.served.url("/payments"),
+            key.clone(),
+        );
         tokio::spawn(async move {
             Answer::of(
                 http.post(url)

@@ -159,9 +159,7 @@ impl fmt::Display for StoreChoice {
         match self {
             Self::Memory => f.write_str("memory"),
             Self::Redis(redis) => write!(f, "{}", redis.deployment_url()),
-            Self::Postgres(url) | Self::MySql(url) | Self::Sqlite(url) => {
-                f.write_str(&redact(url))
-            }
+            Self::Postgres(url) | Self::MySql(url) | Self::Sqlite(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -474,7 +472,9 @@ mod tests {
             StoreChoice::MySql("mysql://db/x".to_owned())
         );
         assert_eq!(
-            "sqlite:///var/lib/shop/shop.db".parse::<StoreChoice>().unwrap(),
+            "sqlite:///var/lib/shop/shop.db"
+                .parse::<StoreChoice>()
+                .unwrap(),
             StoreChoice::Sqlite("sqlite:///var/lib/shop/shop.db".to_owned())
         );
         let refused = "mongodb://root:hunter2@db/x"

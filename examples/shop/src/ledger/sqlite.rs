@@ -302,7 +302,9 @@ impl SqliteLedger {
 }
 
 /// A query whose text is built from the constant column lists above, never from input.
-fn query_rows<'q, T>(sql: String) -> sqlx::query::QueryAs<'q, Sqlite, T, sqlx::sqlite::SqliteArguments>
+fn query_rows<'q, T>(
+    sql: String,
+) -> sqlx::query::QueryAs<'q, Sqlite, T, sqlx::sqlite::SqliteArguments>
 where
     T: for<'r> sqlx::FromRow<'r, SqliteRow>,
 {
