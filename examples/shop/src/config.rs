@@ -631,7 +631,7 @@ mod tests {
             (&["--port", "1"], &[], "unknown argument"),
             (&["--addr", "localhost"], &[], "not an address"),
             (&[], &[("SHOP_TRANSFER_DELAY_MS", "10s")], "milliseconds"),
-            (&[], &[("IDEM_STORE", "sqlite://x")], "names no store"),
+            (&[], &[("IDEM_STORE", "cassandra://x")], "names no store"),
             (&[], &[("SHOP_BANK_DOWN", "yes")], "use 1 or 0"),
             (
                 &[],
