@@ -59,9 +59,7 @@
 //! statements, each a transaction of its own that holds the write lock for as long as it runs,
 //! and a write waits for the lock up to the busy timeout (2 s by default, see
 //! [`SqliteStoreBuilder::busy_timeout`]); one that gives up did nothing, and the request
-//! answers 503. Within the process, the store's writes first take turns in a first-come
-//! queue (as long as the busy timeout at most), so that SQLite's busy handler, whose sleeps
-//! favour whoever tries at the right moment, meets only other processes' writers.
+//! answers 503.
 //!
 //! # The claim
 //!
