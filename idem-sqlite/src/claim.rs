@@ -14,8 +14,6 @@
 //! - A record that may be replaced (expired, or a lapsed lease with the same fingerprint) is
 //!   taken over by an `UPDATE` of its primary key, which runs under the write lock and only
 //!   if the record is still what the read saw.
-//! - The write waits for this process's turn to write ([`turn`](super::turn)), then for the
-//!   file's lock.
 //! - A write that did nothing means another claim changed the key in between: the claim reads
 //!   again. After 5 attempts it answers an error rather than a guess (store rule 7). A write
 //!   that waited longer than the busy timeout for the lock did nothing either: an error, and
@@ -80,14 +78,11 @@ impl SqliteStore {
             Some(Err(ReadError::Sql(e))) => return Err(self.error(e)),
             Some(Err(ReadError::Corrupt(e))) => return Err(e),
         };
-        let write = match &read {
+        let written = match &read {
             Read::Answer(_) => return Ok(read.into_answer()),
-            Read::Absent => statements.insert(claim),
-            Read::Replaceable(seen, _) => statements.take_over(claim, *seen),
+            Read::Absent => statements.insert(claim).execute(pool).await,
+            Read::Replaceable(seen, _) => statements.take_over(claim, *seen).execute(pool).await,
         };
-        let turn = self.shared.turns.take().await?;
-        let written = write.execute(pool).await;
-        drop(turn);
         match written {
             Ok(done) if done.rows_affected() == 1 => self.claimed(claim, read).await.map(Some),
             Ok(_) => Ok(None),
@@ -109,14 +104,12 @@ impl SqliteStore {
                 // The claim took the key over before its steps were found unreadable. Its
                 // lease ends at once, so that the record stays as it is, for whoever reads it
                 // next (and gets the same error), rather than blocked for a lease.
-                if let Ok(_turn) = self.shared.turns.take().await {
-                    let _ = self
-                        .shared
-                        .statements
-                        .suspend(claim.key, claim.token, None)
-                        .execute(&self.shared.pool)
-                        .await;
-                }
+                let _ = self
+                    .shared
+                    .statements
+                    .suspend(claim.key, claim.token, None)
+                    .execute(&self.shared.pool)
+                    .await;
                 Err(error)
             }
         }

@@ -112,14 +112,13 @@ mod sql;
 mod sweep;
 mod table;
 mod transaction;
-mod turn;
 
 use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use sqlx::{Row, SqlitePool};
 
-use self::{claim::CLAIM_ATTEMPTS, errors::store_error, sql::Statements, turn::WriteTurns};
+use self::{claim::CLAIM_ATTEMPTS, errors::store_error, sql::Statements};
 pub use self::{
     migrate::{migrate, migration_files, migration_sql},
     session::SqliteStoreBuilder,
@@ -157,13 +156,11 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
 }
 
-/// What the store's clones share: the pool, the statements written for its table, and the
-/// queue in which this process's writes take turns.
+/// What the store's clones share: the pool and the statements written for its table.
 struct Shared {
     pool: SqlitePool,
     table: TableName,
     statements: Arc<Statements>,
-    turns: WriteTurns,
 }
 
 impl SqliteStore {
@@ -208,11 +205,10 @@ impl SqliteStore {
         SqliteStoreBuilder::new()
     }
 
-    pub(crate) fn from_parts(pool: SqlitePool, table: TableName, busy_timeout: Duration) -> Self {
+    pub(crate) fn from_parts(pool: SqlitePool, table: TableName) -> Self {
         Self {
             shared: Arc::new(Shared {
                 statements: Arc::new(Statements::new(&table)),
-                turns: WriteTurns::new(busy_timeout),
                 pool,
                 table,
             }),
@@ -263,9 +259,7 @@ impl SqliteStore {
         check: Option<sql::Count>,
     ) -> Result<(), StoreError> {
         let pool = &self.shared.pool;
-        let turn = self.shared.turns.take().await?;
         let done = statement.execute(pool).await.map_err(|e| self.error(e))?;
-        drop(turn);
         if done.rows_affected() == 1 {
             return Ok(());
         }
@@ -330,8 +324,6 @@ impl Store for SqliteStore {
     }
 
     async fn begin(&self) -> Result<Box<dyn StoreTransaction>, StoreError> {
-        // The transaction holds the write lock to its end, and this process's turn with it.
-        let turn = self.shared.turns.take().await?;
         let transaction = self
             .shared
             .pool
@@ -342,7 +334,6 @@ impl Store for SqliteStore {
             transaction,
             self.shared.pool.clone(),
             Arc::clone(&self.shared.statements),
-            turn,
         )))
     }
 
@@ -376,7 +367,6 @@ impl Store for SqliteStore {
     }
 
     async fn due(&self, limit: usize, hold: Duration) -> Result<Vec<DueOperation>, StoreError> {
-        let _turn = self.shared.turns.take().await?;
         self.due_operations(limit, hold)
             .await
             .map_err(|e| self.error(e))
@@ -400,7 +390,6 @@ impl Store for SqliteStore {
     }
 
     async fn remove(&self, key: &StoreKey) -> Result<Option<RecordState>, StoreError> {
-        let _turn = self.shared.turns.take().await?;
         self.remove_record(key).await.map_err(|e| self.error(e))
     }
 }

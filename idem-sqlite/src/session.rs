@@ -137,9 +137,8 @@ impl SqliteStoreBuilder {
     }
 
     /// Builds the store on a pool of your own, which keeps its settings: open it in WAL mode
-    /// with a busy timeout (see [`SqliteStore`]'s docs for why). This builder's busy timeout
-    /// bounds how long a write waits for its turn among the store's own writers.
+    /// with a busy timeout (see [`SqliteStore`]'s docs for why).
     pub fn build(self, pool: SqlitePool) -> SqliteStore {
-        SqliteStore::from_parts(pool, self.table, self.busy_timeout)
+        SqliteStore::from_parts(pool, self.table)
     }
 }

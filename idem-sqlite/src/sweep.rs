@@ -47,7 +47,6 @@ impl SqliteStore {
     /// # drop(deleted); Ok(()) }
     /// ```
     pub async fn sweep_batch(&self, batch_size: u32) -> Result<u64, StoreError> {
-        let _turn = self.shared.turns.take().await?;
         let deleted = self
             .shared
             .statements

@@ -13,7 +13,6 @@ use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use super::{
     errors::{busy, store_error},
     sql::Statements,
-    turn::Turn,
 };
 use idem_core::{
     replay::StoredResponse,
@@ -30,8 +29,6 @@ pub struct SqliteTransaction {
     transaction: Transaction<'static, Sqlite>,
     pool: SqlitePool,
     statements: Arc<Statements>,
-    /// This process's turn to write, held as long as the write lock.
-    _turn: Turn,
 }
 
 impl SqliteTransaction {
@@ -39,13 +36,11 @@ impl SqliteTransaction {
         transaction: Transaction<'static, Sqlite>,
         pool: SqlitePool,
         statements: Arc<Statements>,
-        turn: Turn,
     ) -> Self {
         Self {
             transaction,
             pool,
             statements,
-            _turn: turn,
         }
     }
 }
