@@ -137,7 +137,8 @@ pub fn migration_files(table: &TableName) -> [String; 2] {
 ///
 /// One `BEGIN IMMEDIATE` transaction: processes that start together and all migrate run one
 /// after another (each waits for the write lock, up to the busy timeout), and the second
-/// finds nothing to do. A file in use is upgraded in place (see the [module docs](self)).
+/// finds nothing to do. A file in use is upgraded in place: each `ADD COLUMN` changes only
+/// the schema, and the other connections see it at their next statement.
 ///
 /// ```no_run
 /// use idem::sqlite::{TableName, migrate};

@@ -86,8 +86,7 @@ impl SqliteStore {
     }
 
     /// Sweeps every `every` (first at once) in a background task, at `pace`, until the handle
-    /// is stopped or dropped ([`spawn_sweeper`](idem_core::store::sweep::spawn_sweeper) has
-    /// the rules).
+    /// is stopped or dropped ([`idem_core::store::sweep::spawn_sweeper`] has the rules).
     ///
     /// ```no_run
     /// # async fn run(store: idem::sqlite::SqliteStore) -> Result<(), idem::sqlite::SweepPaceError> {
