@@ -23,9 +23,10 @@
 #   (`PostgresStore`) and in MySQL or MariaDB (`MySqlStore`), each in a database of the run's
 #   own on the machine's servers (BENCH_DATABASE_URL, default
 #   postgres://postgres@127.0.0.1:5432/postgres, and BENCH_MYSQL_URL, default
-#   mysql://root@127.0.0.1:3306/test, name the servers), beside the bare handler; no peers
+#   mysql://root@127.0.0.1:3306/test, name the servers), and in SQLite (`SqliteStore`, a file
+#   in the run's work directory), beside the memory store and the bare handler; no peers
 #   (neither has a SQL store). The CPU columns are the server's alone: the databases' own
-#   processes are not counted.
+#   processes are not counted (SQLite runs in the server's process, and is).
 #
 # Usage: bench/run.sh [seconds per run, default 10] [rounds, default 3] [connections, default 32]
 # Environment: BENCH_PEERS=0 leaves the peers out; BENCH_CONFIGS (default "user global redis") the
@@ -128,7 +129,7 @@ describe() { # config: what the configuration is, for the tables' heading
     user) echo "scope user, the principal read from Authorization by a resolver, MemoryStore::default()" ;;
     global) echo "scope global, a store with room for every key of the run" ;;
     redis) echo "scope user as in \`user\`, records in a Redis server of the run's own; CPU is the server's and Redis's" ;;
-    sql) echo "scope user as in \`user\`, records in PostgreSQL and in MySQL, a database of the run's own on each; CPU is the server's alone" ;;
+    sql) echo "scope user as in \`user\`, records in PostgreSQL and in MySQL, a database of the run's own on each, in SQLite and in memory; CPU is the server's alone" ;;
     *) echo "unknown" ;;
   esac
 }
@@ -152,8 +153,10 @@ if [ "$config" = sql ]; then
     "bare|bare handler|target/release/idem-bench bare"
     "postgres|idem \`IdempotencyLayer\`, \`PostgresStore\`|env BENCH_POSTGRES_URL=$postgres_url target/release/idem-bench layer"
     "mysql|idem \`IdempotencyLayer\`, \`MySqlStore\`|env BENCH_MYSQL_URL=$mysql_url target/release/idem-bench layer"
+    "sqlite|idem \`IdempotencyLayer\`, \`SqliteStore\`|env BENCH_SQLITE_URL=sqlite://$work/bench.db target/release/idem-bench layer"
+    "memory|idem \`IdempotencyLayer\`, \`MemoryStore\`|target/release/idem-bench layer"
   )
-  store_note="PostgreSQL $(psql -tAq "$postgres_url" -c 'SHOW server_version' | cut -d' ' -f1) and $(mysql -N -B -h "$mysql_host" -P "$mysql_port" -u root -e 'SELECT VERSION()'), the machine's servers with their own settings, in databases of the run's own (dropped at its end); the CPU figures are the server's alone"
+  store_note="PostgreSQL $(psql -tAq "$postgres_url" -c 'SHOW server_version' | cut -d' ' -f1) and $(mysql -N -B -h "$mysql_host" -P "$mysql_port" -u root -e 'SELECT VERSION()'), the machine's servers with their own settings, in databases of the run's own (dropped at its end); SQLite 3.51 (built in by libsqlite3-sys) in a file of the run's own (WAL, synchronous FULL), in the server's process; the CPU figures are the server's alone"
 elif [ "$with_peers" != 0 ]; then
   servers+=("idempotent|\`idempotent\` $idempotent_version|target/release/idem-bench-peers idempotent")
   if [ "$config" = redis ]; then

@@ -79,6 +79,7 @@
 //! | `redis` | | [`redis`]: `RedisStore`, records shared by several instances (one server, Cluster, Sentinel) | `idem-redis` |
 //! | `postgres` | | [`postgres`]: `PostgresStore`, records committed with the handler's own writes | `idem-postgres` |
 //! | `mysql` | | [`mysql`]: `MySqlStore`, the same on MySQL 8 or MariaDB 10.6 and later | `idem-mysql` |
+//! | `sqlite` | | [`sqlite`]: `SqliteStore`, the same in a SQLite file, for a service of one machine and no database server | `idem-sqlite` |
 //! | `metrics` | | counters, gauges and a histogram through the `metrics` facade | |
 //! | `client` | | [`client`]: retries with one key per operation, for a service that also calls idempotent APIs | `idem-client` |
 //! | `nats` | | `message::nats`: message handlers on NATS JetStream | |
@@ -99,6 +100,7 @@
 //! [Redis](https://github.com/idem-rs/idem/blob/main/docs/redis.md),
 //! [PostgreSQL](https://github.com/idem-rs/idem/blob/main/docs/postgres.md),
 //! [MySQL](https://github.com/idem-rs/idem/blob/main/docs/mysql.md),
+//! [SQLite](https://github.com/idem-rs/idem/blob/main/docs/sqlite.md),
 //! [operations of several steps](https://github.com/idem-rs/idem/blob/main/docs/steps.md),
 //! [message handlers](https://github.com/idem-rs/idem/blob/main/docs/messages.md),
 //! [gRPC](https://github.com/idem-rs/idem/blob/main/docs/grpc.md),
@@ -135,6 +137,12 @@ pub use idem_postgres as postgres;
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 #[doc(inline)]
 pub use idem_mysql as mysql;
+
+/// The SQLite store (feature `sqlite`): the crate `idem-sqlite`.
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+#[doc(inline)]
+pub use idem_sqlite as sqlite;
 
 /// The client side, for a service that also calls an idempotent API (feature `client`): the
 /// crate `idem-client`. A program that is only a client depends on `idem-client` alone, which

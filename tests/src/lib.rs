@@ -21,6 +21,7 @@ pub mod redis_fixture;
 pub mod redis_sentinel;
 pub mod redis_server;
 pub mod shop_fixture;
+pub mod sqlite_fixture;
 pub mod step_stores;
 
 use std::{net::SocketAddr, time::Duration};

@@ -8,10 +8,10 @@ use std::{
 };
 
 /// The stores of the family, each a crate of its own.
-const STORE_CRATES: [&str; 3] = ["idem-redis", "idem-postgres", "idem-mysql"];
+const STORE_CRATES: [&str; 4] = ["idem-redis", "idem-postgres", "idem-mysql", "idem-sqlite"];
 
 /// The crates a user gets from crates.io.
-const LIBRARY_CRATES: [&str; 10] = [
+const LIBRARY_CRATES: [&str; 11] = [
     "idem",
     "idem-core",
     "idem-macros",
@@ -20,6 +20,7 @@ const LIBRARY_CRATES: [&str; 10] = [
     "idem-redis",
     "idem-postgres",
     "idem-mysql",
+    "idem-sqlite",
     "idem-conformance",
     "idem-check",
 ];

@@ -1,6 +1,5 @@
-//! Bytes per record, measured: how much PostgreSQL, MySQL and Redis hold for each completed
-//! record,
-//! for the benchmark's response and for a 4 KiB one. Measurements, not tests: they are
+//! Bytes per record, measured: how much PostgreSQL, MySQL, SQLite and Redis hold for each
+//! completed record, for the benchmark's response and for a 4 KiB one. Measurements, not tests: they are
 //! `#[ignore]`d, and `bench/record-size.sh` runs them and prints the figures
 //! (docs/benchmarks.md, *Bytes per record*).
 //!
@@ -21,6 +20,7 @@ use idem_tests::{
     mysql_fixture,
     postgres_fixture::{admin_pool, database_url, drop_table, fresh_store},
     redis_fixture::{connect, redis_url},
+    sqlite_fixture,
 };
 use sqlx::{AssertSqlSafe, PgPool};
 
@@ -308,4 +308,62 @@ async fn mysql_sizes(pool: &sqlx::MySqlPool, table: &str) -> [i64; 2] {
     .await
     .unwrap();
     [data, indexes]
+}
+
+#[ignore = "a measurement: bench/record-size.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_bytes_per_record() {
+    let n = records();
+    println!("SQLite, {n} completed records each");
+    println!("| response | stored response | when | table | indexes | file | per record |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (name, shape) in SHAPES {
+        let scratch = sqlite_fixture::Scratch::new("sqlite_bytes_per_record");
+        let file = scratch.file("records.db");
+        let store = Arc::new(sqlite_fixture::store_on(&file, Duration::from_secs(10)).await);
+        fill(store.clone(), n, shape, |_| async {}).await;
+        let encoded = shape(0).as_bytes().len();
+        for when in ["as written", "after VACUUM"] {
+            if when == "after VACUUM" {
+                sqlx::raw_sql("VACUUM").execute(store.pool()).await.unwrap();
+            }
+            let [table, indexes, file] = sqlite_sizes(store.pool()).await;
+            let mib = |bytes: i64| format!("{:.1} MiB", bytes as f64 / 1048576.0);
+            println!(
+                "| {name} | {encoded} B | {when} | {} | {} | {} | {} B |",
+                mib(table),
+                mib(indexes),
+                mib(file),
+                file / n as i64
+            );
+        }
+    }
+}
+
+/// The pages of the records table (its rows, and the overflow pages of long responses), of
+/// its indexes (the primary key's included), and of the whole file, in bytes, once the WAL is
+/// checkpointed into the file.
+async fn sqlite_sizes(pool: &sqlx::SqlitePool) -> [i64; 3] {
+    sqlx::raw_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(pool)
+        .await
+        .unwrap();
+    let (table, indexes): (i64, i64) = sqlx::query_as(
+        "SELECT coalesce(sum(pgsize) FILTER (WHERE name = 'idempotency_records'), 0), \
+                coalesce(sum(pgsize) FILTER (WHERE name <> 'idempotency_records'), 0) \
+         FROM dbstat \
+         WHERE name = 'idempotency_records' \
+            OR name IN (SELECT name FROM sqlite_schema WHERE tbl_name = 'idempotency_records' \
+                        AND type = 'index')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let file: i64 = sqlx::query_scalar(
+        "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    [table, indexes, file]
 }

@@ -1,5 +1,5 @@
-//! idem-check against the shop on each store (memory, Redis, PostgreSQL, MySQL): every case
-//! passes.
+//! idem-check against the shop on each store (memory, SQLite, Redis, PostgreSQL, MySQL): every
+//! case passes.
 //!
 //! The retention case waits out the payments' TTL, so the shop runs with its records kept
 //! for 10 s at most (`SHOP_MAX_TTL_MS`, the runtime's `max_ttl`, which never goes below the
@@ -10,7 +10,8 @@
 //! 800 ms here, given up on after 300 ms, and what the concurrent case sends), counted by
 //! `GET /transfers`; a refund while the bank is down as the failing request, whose 502 the
 //! shop declares stored (`store_server_errors`); both key spellings.
-//! The Redis, PostgreSQL and MySQL runs are ignored, naming the variable, when it is unset.
+//! The Redis, PostgreSQL and MySQL runs are ignored, naming the variable, when it is unset; the
+//! memory and SQLite runs always run (SQLite on a file in a directory of the test's own).
 
 use std::time::Duration;
 
@@ -151,4 +152,15 @@ async fn every_case_passes_against_the_shop_on_mysql() {
     let backend = Backend::mysql(store).await.unwrap();
     assert_every_case_passes(&check_the_shop(backend).await);
     idem_tests::mysql_fixture::drop_table(&admin, &records).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_case_passes_against_the_shop_on_sqlite() {
+    let scratch = idem_tests::sqlite_fixture::Scratch::new(module_path!());
+    let file = scratch.file("shop.db");
+    let store = idem::sqlite::SqliteStore::connect(file.to_str().unwrap())
+        .await
+        .unwrap();
+    let backend = Backend::sqlite(store).await.unwrap();
+    assert_every_case_passes(&check_the_shop(backend).await);
 }

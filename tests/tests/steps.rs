@@ -1,6 +1,6 @@
 //! Operations of several steps (docs/steps.md), through real HTTP: a handler that orders money
 //! at a bank (a foreign step) and then writes a ledger row (a local step), on the memory,
-//! Redis, PostgreSQL and MySQL stores.
+//! SQLite, Redis, PostgreSQL and MySQL stores.
 //!
 //! The bank and the ledger of these tests count what they do and fail on demand, so that a
 //! test can stop an operation between its steps and see what the next run does. What is

@@ -8,8 +8,9 @@
 //! | `redis+sentinel://HOST:PORT[,HOST:PORT...]/NAME` | `RedisStore` on the primary the sentinels name `NAME`, followed through failovers | as with `redis://` |
 //! | `postgres://...` | `PostgresStore` | PostgreSQL tables, written in the record's transaction |
 //! | `mysql://...` or `mariadb://...` | `MySqlStore` | MySQL or MariaDB tables, written in the record's transaction |
+//! | `sqlite:///path/to/shop.db` (the file created when missing) | `SqliteStore` | tables in the same file, written in the record's transaction |
 //!
-//! In PostgreSQL and MySQL, a payment row and its record commit together. With Redis, several
+//! In PostgreSQL, MySQL and SQLite, a payment row and its record commit together. With Redis, several
 //! shops share their idempotency records (a key sent to two of them runs once) and, with
 //! `SHOP_DATABASE_URL`, their books: a row and its record are then two writes in two
 //! systems, and each write is a step of its operation, keyed by it
@@ -31,6 +32,7 @@ use idem::{
 use crate::ledger::{DatabaseLedger, Ledger, PostgresLedger};
 
 mod mysql;
+mod sqlite;
 
 /// The store `IDEM_STORE` names.
 #[derive(Clone, PartialEq, Eq)]
@@ -44,6 +46,8 @@ pub enum StoreChoice {
     /// A MySQL or MariaDB database: `mysql://` or `mariadb://` (which sqlx reads as
     /// `mysql://`).
     MySql(String),
+    /// A SQLite file: `sqlite:///absolute/path.db` or `sqlite://relative/path.db`.
+    Sqlite(String),
 }
 
 /// A Redis deployment, and how far each claim must travel before the handler runs.
@@ -123,6 +127,7 @@ impl FromStr for StoreChoice {
             Some("postgres" | "postgresql") => Ok(Self::Postgres(value.to_owned())),
             Some("mysql") => Ok(Self::MySql(value.to_owned())),
             Some("mariadb") => Ok(Self::MySql(value.replacen("mariadb", "mysql", 1))),
+            Some("sqlite") => Ok(Self::Sqlite(value.to_owned())),
             _ => Err(BackendError::UnknownStore(redact(value))),
         }
     }
@@ -154,7 +159,7 @@ impl fmt::Display for StoreChoice {
         match self {
             Self::Memory => f.write_str("memory"),
             Self::Redis(redis) => write!(f, "{}", redis.deployment_url()),
-            Self::Postgres(url) | Self::MySql(url) => f.write_str(&redact(url)),
+            Self::Postgres(url) | Self::MySql(url) | Self::Sqlite(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -219,6 +224,8 @@ pub enum BackendError {
     Postgres(sqlx::Error),
     /// The MySQL or MariaDB database could not be reached or migrated.
     MySql(sqlx::Error),
+    /// The shop's tables could not be created in the SQLite file.
+    Sqlite(sqlx::Error),
     /// The idempotency table could not be migrated.
     Store(StoreError),
 }
@@ -230,13 +237,14 @@ impl fmt::Display for BackendError {
                 f,
                 "IDEM_STORE={value:?} names no store; use `memory` (the default), \
                  `redis://host:6379`, `redis+cluster://host:port,host:port`, \
-                 `redis+sentinel://host:port,host:port/name`, `postgres://user@host/db` or \
-                 `mysql://user@host/db`"
+                 `redis+sentinel://host:port,host:port/name`, `postgres://user@host/db`, \
+                 `mysql://user@host/db` or `sqlite:///path/to/shop.db`"
             ),
             // The store's error says it all in its `Debug`, its own cause included.
             Self::Connect(error) => write!(f, "{error:?}"),
             Self::Postgres(error) => write!(f, "PostgreSQL: {error}"),
             Self::MySql(error) => write!(f, "MySQL: {error}"),
+            Self::Sqlite(error) => write!(f, "SQLite: {error}"),
             Self::Store(error) => write!(f, "the idempotency store: {error}"),
         }
     }
@@ -247,7 +255,7 @@ impl std::error::Error for BackendError {
         match self {
             Self::UnknownStore(_) => None,
             Self::Connect(error) => Some(error),
-            Self::Postgres(error) | Self::MySql(error) => Some(error),
+            Self::Postgres(error) | Self::MySql(error) | Self::Sqlite(error) => Some(error),
             Self::Store(error) => Some(error),
         }
     }
@@ -331,6 +339,7 @@ impl Backend {
                 Ok(backend)
             }
             StoreChoice::MySql(url) => Self::open_mysql(url).await,
+            StoreChoice::Sqlite(url) => Self::open_sqlite(url).await,
         }
     }
 
@@ -461,6 +470,12 @@ mod tests {
         assert_eq!(
             "mariadb://db/x".parse::<StoreChoice>().unwrap(),
             StoreChoice::MySql("mysql://db/x".to_owned())
+        );
+        assert_eq!(
+            "sqlite:///var/lib/shop/shop.db"
+                .parse::<StoreChoice>()
+                .unwrap(),
+            StoreChoice::Sqlite("sqlite:///var/lib/shop/shop.db".to_owned())
         );
         let refused = "mongodb://root:hunter2@db/x"
             .parse::<StoreChoice>()

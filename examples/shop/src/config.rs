@@ -48,8 +48,9 @@ environment:
   IDEM_STORE              memory (default), redis://host:6379,
                           redis+cluster://host:port[,host:port...] (seed nodes),
                           redis+sentinel://host:port[,host:port...]/name,
-                          postgres://user@host/db, or mysql://user@host/db
-                          (MySQL or MariaDB)
+                          postgres://user@host/db, mysql://user@host/db
+                          (MySQL or MariaDB), or sqlite:///path/to/shop.db
+                          (the file created when missing)
   SHOP_REDIS_WAIT_REPLICAS
                           with Redis: claims wait (WAIT) for this many replicas
                           before the handler runs; a claim that does not get there
@@ -630,7 +631,7 @@ mod tests {
             (&["--port", "1"], &[], "unknown argument"),
             (&["--addr", "localhost"], &[], "not an address"),
             (&[], &[("SHOP_TRANSFER_DELAY_MS", "10s")], "milliseconds"),
-            (&[], &[("IDEM_STORE", "sqlite://x")], "names no store"),
+            (&[], &[("IDEM_STORE", "cassandra://x")], "names no store"),
             (&[], &[("SHOP_BANK_DOWN", "yes")], "use 1 or 0"),
             (
                 &[],

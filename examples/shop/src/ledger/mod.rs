@@ -1,9 +1,9 @@
 //! Where the shop keeps its payments, refunds and transfers: in process memory, in
-//! PostgreSQL or MySQL inside each request's transaction, or in PostgreSQL beside a Redis
-//! store.
+//! PostgreSQL, MySQL or SQLite inside each request's transaction, or in PostgreSQL beside a
+//! Redis store.
 //!
-//! With the PostgreSQL or MySQL store (`IDEM_STORE=postgres://...`, `mysql://...`) every
-//! write goes through the
+//! With the PostgreSQL, MySQL or SQLite store (`IDEM_STORE=postgres://...`, `mysql://...`,
+//! `sqlite://...`) every write goes through the
 //! request's [`Tx`]: the runtime completes the idempotency record in that same transaction
 //! and commits once, so a payment row exists exactly when its stored response does. With the
 //! Redis store and `SHOP_DATABASE_URL`, the tables are in that database, shared by every
@@ -17,6 +17,7 @@ mod database;
 mod memory;
 mod mysql;
 mod postgres;
+mod sqlite;
 
 use axum::response::{IntoResponse, Response};
 use idem::{
@@ -30,6 +31,7 @@ pub use self::{
     memory::MemoryLedger,
     mysql::MySqlLedger,
     postgres::PostgresLedger,
+    sqlite::SqliteLedger,
 };
 use crate::{
     model::{Payment, PaymentReceipt, Refund, Transfer},
@@ -45,6 +47,8 @@ pub enum Ledger {
     Postgres(PostgresLedger),
     /// In MySQL or MariaDB, written in each request's transaction.
     MySql(MySqlLedger),
+    /// In SQLite, in the store's file, written in each request's transaction.
+    Sqlite(SqliteLedger),
     /// In PostgreSQL beside the idempotency store, each write a step of its operation.
     Database(DatabaseLedger),
 }
@@ -119,6 +123,7 @@ impl Ledger {
             Self::Memory(_) => "in this process's memory",
             Self::Postgres(_) => "in PostgreSQL, in the idempotency record's transaction",
             Self::MySql(_) => "in MySQL, in the idempotency record's transaction",
+            Self::Sqlite(_) => "in SQLite, in the idempotency record's file and transaction",
             Self::Database(_) => {
                 "in PostgreSQL (SHOP_DATABASE_URL), shared by every shop; each write a step of \
                  its operation"
@@ -140,6 +145,7 @@ impl Ledger {
             }
             Self::Postgres(postgres) => postgres.insert_payment(tx, owner, payment).await,
             Self::MySql(mysql) => mysql.insert_payment(tx, owner, payment).await,
+            Self::Sqlite(sqlite) => sqlite.insert_payment(tx, owner, payment).await,
             // No operation to find it by (a gRPC call): a row of its own.
             Self::Database(database) => {
                 database.upsert_payment(&payment.id, owner, payment).await?;
@@ -192,6 +198,7 @@ impl Ledger {
             }
             Self::Postgres(postgres) => postgres.insert_receipt(tx, owner, receipt).await,
             Self::MySql(mysql) => mysql.insert_receipt(tx, owner, receipt).await,
+            Self::Sqlite(sqlite) => sqlite.insert_receipt(tx, owner, receipt).await,
             Self::Database(database) => Ok(database.insert_receipt(owner, receipt).await?),
         }
     }
@@ -202,6 +209,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.receipts(owner)),
             Self::Postgres(postgres) => postgres.receipts(owner).await,
             Self::MySql(mysql) => mysql.receipts(owner).await,
+            Self::Sqlite(sqlite) => sqlite.receipts(owner).await,
             Self::Database(database) => database.tables().receipts(owner).await,
         }
     }
@@ -212,6 +220,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.payments(owner)),
             Self::Postgres(postgres) => postgres.payments(owner).await,
             Self::MySql(mysql) => mysql.payments(owner).await,
+            Self::Sqlite(sqlite) => sqlite.payments(owner).await,
             Self::Database(database) => database.tables().payments(owner).await,
         }
     }
@@ -222,6 +231,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.payment(owner, id)),
             Self::Postgres(postgres) => postgres.payment(owner, id).await,
             Self::MySql(mysql) => mysql.payment(owner, id).await,
+            Self::Sqlite(sqlite) => sqlite.payment(owner, id).await,
             Self::Database(database) => database.tables().payment(owner, id).await,
         }
     }
@@ -237,6 +247,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.refund(owner, refund)),
             Self::Postgres(postgres) => postgres.refund(tx, owner, refund).await,
             Self::MySql(mysql) => mysql.refund(tx, owner, refund).await,
+            Self::Sqlite(sqlite) => sqlite.refund(tx, owner, refund).await,
             // No operation to find it by: the refund's own.
             Self::Database(database) => Ok(database.refund(&refund.id, owner, refund).await?.0),
         }
@@ -273,8 +284,8 @@ impl Ledger {
     /// Records a new transfer of `owner`, as the step `ledger` of its operation: a run that
     /// resumes the operation after this step gets the transfer it recorded, and writes nothing.
     ///
-    /// In PostgreSQL and MySQL the row is written in the step's own transaction, which commits it with
-    /// the step's record: the row exists exactly when the step is recorded. In memory the row
+    /// In PostgreSQL, MySQL and SQLite the row is written in the step's own transaction, which
+    /// commits it with the step's record: the row exists exactly when the step is recorded. In memory the row
     /// and the record are two writes; both go with the process. In PostgreSQL beside Redis
     /// they are two writes too, and the row is keyed by the step: a run of the operation after
     /// a crash between them answers the row of the first run, and writes no second one.
@@ -320,6 +331,19 @@ impl Ledger {
                     })
                     .await
             }
+            Self::Sqlite(_) => {
+                let owner = owner.to_owned();
+                steps
+                    .transaction("ledger", |conn: &mut sqlx::SqliteConnection| {
+                        Box::pin(async move {
+                            SqliteLedger::insert_transfer(conn, &owner, &transfer)
+                                .await
+                                .map_err(ledger_failed)?;
+                            Ok(transfer)
+                        })
+                    })
+                    .await
+            }
             Self::Database(database) => {
                 let operation = steps.key_for("ledger");
                 steps
@@ -340,6 +364,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.transfers(owner)),
             Self::Postgres(postgres) => postgres.transfers(owner).await,
             Self::MySql(mysql) => mysql.transfers(owner).await,
+            Self::Sqlite(sqlite) => sqlite.transfers(owner).await,
             Self::Database(database) => database.tables().transfers(owner).await,
         }
     }
@@ -355,6 +380,7 @@ impl Ledger {
             Self::Memory(memory) => Ok(memory.settle_transfer(id)),
             Self::Postgres(postgres) => postgres.settle_transfer(tx, id).await,
             Self::MySql(mysql) => mysql.settle_transfer(tx, id).await,
+            Self::Sqlite(sqlite) => sqlite.settle_transfer(tx, id).await,
             Self::Database(database) => Ok(database.settle_transfer(id).await?),
         }
     }
