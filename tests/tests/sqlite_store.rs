@@ -1,8 +1,8 @@
 //! A service on `SqliteStore` over real HTTP, its handler writing in the request's transaction
 //! (`Tx`): the seven cases of docs/contract.md, what commits and what rolls back, one run per
 //! key under a thousand simultaneous requests, two stores on one file, and the faults SQLite
-//! answers with (a file locked past the busy timeout, a read-only file, a record that does not
-//! decode), and a file of the first migration upgraded while a service uses it. Each test on a
+//! answers with (a file locked past the busy timeout, a read-only file, a full disk, a record
+//! that does not decode), and a file of the first migration upgraded while a service uses it. Each test on a
 //! file in a directory of its own; SQLite needs no service, so these always run.
 //!
 //! Two processes on one file, and processes killed with SIGKILL, are the shop's tests
@@ -475,4 +475,127 @@ async fn a_file_in_use_is_upgraded_in_place() {
     let again = pay(&key).await;
     assert!(again.replayed());
     assert_eq!(again.body, first.body);
+}
+
+/// A file system of 2 MiB of the test's own (tmpfs), mounted on a directory of the scratch
+/// one and unmounted when dropped. `None` where mounting is not allowed (not root).
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: std::path::PathBuf) -> Option<Self> {
+        std::fs::create_dir_all(&dir).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|status| status.success());
+        mounted.then_some(Self(dir))
+    }
+
+    /// Writes a file until the disk refuses, and answers its path.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write as _;
+        let path = self.0.join("filler");
+        let mut filler = std::fs::File::create(&path).unwrap();
+        let block = [0u8; 4096];
+        while filler
+            .write_all(&block)
+            .and_then(|()| filler.sync_data())
+            .is_ok()
+        {}
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        // Lazily: a connection the pool closes in the background may still hold the file.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A full disk: while the file system holds no byte more, every request is answered 201 (a
+/// write that found room in pages SQLite already has) or 503 `store-unavailable`, what was
+/// completed replays, and no payment is written twice. Once there is room again, every key
+/// is answered 201 (after its lease, for a key whose release the full disk refused), each
+/// with one row.
+///
+/// Not met yet: once the disk has room, a connection of the test's own writes, but the
+/// store's go on failing (503 `store-unavailable`, a lapsed claim not taken over) for as long
+/// as it was watched (two and a half minutes).
+#[ignore = "open defect: SqliteStore's connections keep failing writes after a full disk has room again (docs/sqlite.md, Failure behaviour)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_answers_503_and_loses_nothing() {
+    let scratch = Scratch::new(module_path!());
+    let Some(disk) = SmallDisk::mount(scratch.file("disk")) else {
+        eprintln!("skipped: mounting a small tmpfs needs root (CI runs as root)");
+        return;
+    };
+    let file = disk.0.join("app.db");
+    let store = store_on(&file, BUSY).await;
+    let admin = admin_pool(&file).await;
+    let payments = Payments::create(&admin, "payments").await;
+    let served =
+        Served::start(payments.router_with(runtime(&store), Policy::new().scope(Scope::Global)))
+            .await;
+    let http = reqwest::Client::new();
+    let pay = async |key: &str| {
+        Answer::of(
+            http.post(served.url("/payments"))
+                .header("idempotency-key", key)
+                .json(&json!({ "amount": 9800 })),
+        )
+        .await
+    };
+    let done = key();
+    pay(&done).await.created();
+
+    let filler = disk.fill();
+    let keys: Vec<String> = (0..200).map(|_| key()).collect();
+    let mut refused = 0;
+    for key in &keys {
+        let answer = pay(key).await;
+        if answer.status == StatusCode::SERVICE_UNAVAILABLE {
+            answer.refusal(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
+            refused += 1;
+        } else {
+            answer.created();
+        }
+    }
+    assert!(refused > 0, "a full disk refused no write in 200 payments");
+    assert!(
+        pay(&done).await.replayed(),
+        "a completed key replays on a full disk"
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    for key in &keys {
+        let mut answer = pay(key).await;
+        if answer.status != StatusCode::CREATED {
+            // 409 while the lease of a run whose release the full disk refused still runs.
+            let created = eventually(PATIENCE, async || {
+                answer = pay(key).await;
+                answer.status == StatusCode::CREATED
+            })
+            .await;
+            if !created {
+                let row: (String, Option<i64>, i64, i64) = sqlx::query_as(
+                    "SELECT state, lease_expires_at, expires_at, \
+                     CAST(unixepoch('subsec') * 1000000 AS INTEGER) \
+                     FROM idempotency_records WHERE store_key = ?1",
+                )
+                .bind(store_key(key).as_bytes().to_vec())
+                .fetch_one(&admin)
+                .await
+                .unwrap();
+                panic!("{key} after the disk had room: {answer:?} {row:?}");
+            }
+        }
+    }
+    assert_eq!(count(&admin, "payments").await, 1 + keys.len() as i64);
+    drop(served);
+    admin.close().await;
 }
