@@ -9,6 +9,7 @@
 //! | with Redis, where payments, refunds and transfers live | | `SHOP_DATABASE_URL` | unset: this process's memory |
 //! | transfer delay (at the bank) | | `SHOP_TRANSFER_DELAY_MS` | `10000` |
 //! | payment delay (the card network) | | `SHOP_PAYMENT_DELAY_MS` | `0` |
+//! | a transfer's pause between the bank's answer and its ledger row | | `SHOP_LEDGER_DELAY_MS` | `0` |
 //! | the bank's URL | | `SHOP_BANK_URL` | a bank the shop starts on a loopback port |
 //! | how long one call to the bank is retried | | `SHOP_BANK_DEADLINE_MS` | `60000` |
 //! | refund delay | | `SHOP_REFUND_DELAY_MS` | `1000` |
@@ -62,6 +63,8 @@ environment:
                           every shop (default: unset, this process's memory)
   SHOP_TRANSFER_DELAY_MS  how long the bank takes per transfer (default 10000)
   SHOP_PAYMENT_DELAY_MS   how long the card network takes per payment (default 0)
+  SHOP_LEDGER_DELAY_MS    how long a transfer waits between the bank's answer and its
+                          ledger row, for fault tests (default 0)
   SHOP_BANK_URL           the bank's service, as http://127.0.0.1:4000 (default: the shop
                           starts one in its own process, on a loopback port)
   SHOP_BANK_DEADLINE_MS   how long the shop retries one call to the bank before the
@@ -245,6 +248,7 @@ impl Config {
         let settings = Settings {
             transfer_delay: millis("SHOP_TRANSFER_DELAY_MS", Settings::DEFAULT_TRANSFER_DELAY)?,
             payment_delay: millis("SHOP_PAYMENT_DELAY_MS", Settings::DEFAULT_PAYMENT_DELAY)?,
+            ledger_delay: millis("SHOP_LEDGER_DELAY_MS", Duration::ZERO)?,
             bank_url: match var("SHOP_BANK_URL").map(|url| url.trim().to_owned()) {
                 None => None,
                 Some(url) if url.is_empty() => None,

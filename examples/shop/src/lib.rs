@@ -74,6 +74,9 @@ pub struct Settings {
     pub transfer_delay: Duration,
     /// How long the card network takes to approve a payment.
     pub payment_delay: Duration,
+    /// How long a transfer waits between the bank's answer and its ledger row: none by
+    /// default; the fault tests set one to cut the shop off between the two steps.
+    pub ledger_delay: Duration,
     /// Where the bank's service is; `None`: the shop starts one in its own process.
     pub bank_url: Option<String>,
     /// How long the shop's client retries one call to the bank before it gives up.
@@ -106,6 +109,7 @@ impl Default for Settings {
         Self {
             transfer_delay: Self::DEFAULT_TRANSFER_DELAY,
             payment_delay: Self::DEFAULT_PAYMENT_DELAY,
+            ledger_delay: Duration::ZERO,
             bank_url: None,
             bank_deadline: idem_client::RetryPolicy::DEFAULT_DEADLINE,
             refund_delay: Self::DEFAULT_REFUND_DELAY,

@@ -101,6 +101,12 @@ pub async fn create_transfer(
         })
         .await?;
     tracing::debug!(user = user.id(), bank_transfer = %moved.id, "the bank confirmed a transfer");
+    // SHOP_LEDGER_DELAY_MS: a window between the steps for the fault tests to cut the shop off
+    // in (examples/shop/tests/partitions.rs); none by default.
+    let pause = shop.settings().ledger_delay;
+    if !pause.is_zero() {
+        tokio::time::sleep(pause).await;
+    }
     let transfer = Transfer {
         id: new_id("tr"),
         amount: new.amount,
