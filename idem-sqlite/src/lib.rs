@@ -121,7 +121,7 @@ use sqlx::{Row, SqlitePool};
 use self::{claim::CLAIM_ATTEMPTS, errors::store_error, sql::Statements};
 pub use self::{
     migrate::{migrate, migration_files, migration_sql},
-    session::SqliteStoreBuilder,
+    session::{SqliteStoreBuilder, leaves_no_transaction},
     table::{TableName, TableNameError},
     transaction::SqliteTransaction,
 };

@@ -9,7 +9,7 @@
 use std::{str::FromStr, time::Duration};
 
 use sqlx::{
-    SqlitePool,
+    Connection, SqliteConnection, SqlitePool,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
@@ -130,6 +130,7 @@ impl SqliteStoreBuilder {
         let pool = SqlitePoolOptions::new()
             .max_connections(self.max_connections)
             .acquire_timeout(self.acquire_timeout)
+            .after_release(|connection, _| Box::pin(leaves_no_transaction(connection)))
             .connect_with(options)
             .await
             .map_err(|error| ConnectError::new(SQLITE, at, error))?;
@@ -137,8 +138,41 @@ impl SqliteStoreBuilder {
     }
 
     /// Builds the store on a pool of your own, which keeps its settings: open it in WAL mode
-    /// with a busy timeout (see [`SqliteStore`]'s docs for why).
+    /// with a busy timeout (see [`SqliteStore`]'s docs for why), and give it
+    /// [`leaves_no_transaction`] as its `after_release`, as
+    /// [`connect_with`](Self::connect_with) does.
     pub fn build(self, pool: SqlitePool) -> SqliteStore {
         SqliteStore::from_parts(pool, self.table)
     }
+}
+
+/// Whether a connection given back to the pool may serve again: `false` (the pool closes it,
+/// and SQLite ends whatever it held) when it is still counted in a transaction.
+///
+/// A `COMMIT` or a statement that fails with `SQLITE_FULL` or an I/O error ends SQLite's
+/// transaction on its own; the `ROLLBACK` that follows then fails ("no transaction is
+/// active"), and sqlx keeps counting the connection in a transaction. Every `BEGIN
+/// IMMEDIATE` on it would fail after that, so a full disk would leave the store refusing
+/// writes after the disk had room again. The ping first lets a rollback that a dropped
+/// transaction queued finish, so that a healthy connection is never closed for it.
+///
+/// ```no_run
+/// use idem::sqlite::{SqliteStore, leaves_no_transaction};
+/// use sqlx::sqlite::SqlitePoolOptions;
+///
+/// # async fn run() -> Result<(), sqlx::Error> {
+/// let pool = SqlitePoolOptions::new()
+///     .after_release(|connection, _| Box::pin(leaves_no_transaction(connection)))
+///     .connect("sqlite://app.db")
+///     .await?;
+/// let store = SqliteStore::builder().build(pool);
+/// # drop(store); Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// The connection's own, when it does not answer: the pool closes it too.
+pub async fn leaves_no_transaction(connection: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+    connection.ping().await?;
+    Ok(!connection.is_in_transaction())
 }
