@@ -91,11 +91,12 @@ async fn a_shop_cut_off_from_postgres_past_its_lease_leaves_its_transfers_to_the
     cut_off_past_the_lease("postgres-partition", &store, &partition, &books).await;
 }
 
-/// The cut between the steps: the bank answers at once, and the cut-off shop waits
-/// [`LEDGER_DELAY`] before its ledger step, a window the test cuts it off in once the bank has
-/// made every transfer. When the wait ends, its lease has not been confirmed for longer than
-/// the lease less the margin: the ledger step does not start (the operation is left to whoever
-/// holds it next), while the other shop takes the transfers over and writes each row once.
+/// The cut between the steps, for twice the lease: the bank answers at once, and the cut-off
+/// shop waits [`LEDGER_DELAY`] before its ledger step, a window the test cuts it off in once
+/// the bank has made every transfer. When the wait ends, its lease has not been confirmed for
+/// longer than the lease less the margin: the ledger step does not start (the operation is
+/// left to whoever holds it next), while the other shop takes the transfers over and writes
+/// each row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shop_cut_off_from_redis_between_its_steps_does_not_start_the_ledger_step() {
     let (Some(redis), Some(postgres)) = (RedisServer::start(&[]).await, PostgresServer::start())
@@ -170,6 +171,7 @@ async fn a_shop_cut_off_from_redis_between_its_steps_does_not_start_the_ledger_s
         "the cut-off shop's ledger steps did not start on a lease in doubt: {}",
         cut_off.log_text()
     );
+    tokio::time::sleep_until(cut_at + LEASE * 2).await;
     partition.heal();
 
     settle_then_retry(&cut_off, &bank, &operations, &books).await;
