@@ -86,7 +86,7 @@
 //! | `amqp` | | `message::amqp`: message handlers on RabbitMQ | |
 //! | `grpc` | | `grpc`: idempotent unary RPCs on tonic | |
 //! | `openapi` | | `openapi`: each idempotent operation of a utoipa OpenAPI document described from the policy its route runs | |
-//! | `sha2` | | SHA-256 by the `sha2` crate, on the CPU's SHA extensions: the same digests, several times faster on large request bodies, six more crates in the build | `sha2` |
+//! | `sha2` | | SHA-256 by the `sha2` crate, on the CPU's SHA extensions: the same digests, several times faster on large request bodies, seven more crates in the build | `sha2` |
 //!
 //! Everything else (the runtime, the flow, the [`Store`] trait, the memory store, the layer,
 //! message handlers, steps) is the crate `idem-core`, re-exported here whole. The authors of a
