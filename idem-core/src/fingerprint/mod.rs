@@ -171,10 +171,10 @@
 //! the fingerprint accepts and reads exactly the bodies that a handler using serde_json does.
 //!
 //! The digest has since moved from `sha2` to idem's own portable SHA-256
-//! ([`idem_protocol::sha256`]), the same digest without `sha2` and the six crates under it in every service's build:
-//! on this machine it hashes about 140 MiB/s where `sha2` with SHA-NI hashed 1.2 GiB/s, which
-//! adds about 6 µs to the fingerprint of 1 KiB and 0.4 ms to that of 64 KiB. The feature
-//! `sha2` hashes with `sha2` again
+//! ([`idem_protocol::sha256`]): the same digest, without `sha2` and the six crates under it in
+//! every service's build. On this machine it hashes about 140 MiB/s where `sha2` with SHA-NI
+//! hashed 1.2 GiB/s, which adds about 6 µs to the fingerprint of 1 KiB and 0.4 ms to that of
+//! 64 KiB. The feature `sha2` hashes with `sha2` again
 //! ([docs/benchmarks.md](https://github.com/idem-rs/idem/blob/main/docs/benchmarks.md),
 //! *SHA-256*).
 //!
