@@ -23,8 +23,8 @@ use idem_tests::{
 };
 
 use self::support::{
-    Books, Operation, PostgresBooks, Row, abandon_all, bank, bank_statement, books_agree, log_path,
-    postgres_rows, settle_then_retry, settles, shop,
+    Books, Operation, PostgresBooks, Process, Row, abandon_all, bank, bank_statement, books_agree,
+    log_path, postgres_rows, settle_then_retry, settles, shop,
 };
 
 /// The shops' Redis key prefix, their binary's default.
@@ -145,25 +145,7 @@ async fn a_shop_cut_off_from_redis_between_its_steps_does_not_start_the_ledger_s
     tokio::time::sleep(Duration::from_secs(1)).await;
     partition.cut();
     let cut_at = tokio::time::Instant::now();
-    settles(
-        "the other shop finishes the cut-off shop's transfers",
-        || async {
-            let statement = bank_statement(&bank.url).await;
-            books_agree(&statement, &books.rows().await, &operations)?;
-            match (statement.len(), books.in_flight().await) {
-                (20, 0) => Ok(()),
-                (made, open) => Err(format!("{made} of 20 made, {open} in flight")),
-            }
-        },
-    )
-    .await;
-    assert!(
-        other
-            .log_text()
-            .contains("resumed an operation its client abandoned"),
-        "the other shop resumed them: {}",
-        other.log_text()
-    );
+    the_other_shop_finishes(&bank, &books, &operations, &other).await;
     // The cut-off shop's wait ends after its lease is in doubt: its ledger steps did not start.
     tokio::time::sleep_until(cut_at + LEDGER_DELAY + Duration::from_secs(1)).await;
     assert!(
@@ -227,11 +209,32 @@ async fn cut_off_past_the_lease(
     abandon_all(&operations, &[&cut_off.url]).await;
     partition.cut();
     let cut_at = tokio::time::Instant::now();
+    the_other_shop_finishes(&bank, books, &operations, &other).await;
+    tokio::time::sleep_until(cut_at + LEASE * 2).await;
+    partition.heal();
+
+    // What the cut-off shop held reaches the store now, and changes nothing.
+    settle_then_retry(&cut_off, &bank, &operations, books).await;
+    assert_eq!(
+        books.rows().await.len(),
+        operations.len(),
+        "one ledger row per transfer"
+    );
+}
+
+/// Waits until the other shop has finished every transfer the cut-off shop held, each one bank
+/// transfer and one ledger row, with nothing left in flight, and checks that it resumed them.
+async fn the_other_shop_finishes(
+    bank: &Process,
+    books: &impl Books,
+    operations: &[Operation],
+    other: &Process,
+) {
     settles(
         "the other shop finishes the cut-off shop's transfers",
         || async {
             let statement = bank_statement(&bank.url).await;
-            books_agree(&statement, &books.rows().await, &operations)?;
+            books_agree(&statement, &books.rows().await, operations)?;
             match (statement.len(), books.in_flight().await) {
                 (20, 0) => Ok(()),
                 (made, open) => Err(format!("{made} of 20 made, {open} in flight")),
@@ -245,15 +248,5 @@ async fn cut_off_past_the_lease(
             .contains("resumed an operation its client abandoned"),
         "the other shop resumed them: {}",
         other.log_text()
-    );
-    tokio::time::sleep_until(cut_at + LEASE * 2).await;
-    partition.heal();
-
-    // What the cut-off shop held reaches the store now, and changes nothing.
-    settle_then_retry(&cut_off, &bank, &operations, books).await;
-    assert_eq!(
-        books.rows().await.len(),
-        operations.len(),
-        "one ledger row per transfer"
     );
 }
