@@ -319,7 +319,7 @@ impl<C> RedisStore<C> {
     /// ```no_run
     /// use idem::redis::RedisStore;
     ///
-    /// # async fn run() -> Result<(), redis::RedisError> {
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
     /// let pong: String = redis::cmd("PING").query_async(&mut store.connection().clone()).await?;
     /// # drop(pong);

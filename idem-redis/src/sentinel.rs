@@ -76,7 +76,7 @@ impl SentinelConnection {
     /// ```no_run
     /// use idem::redis::RedisStore;
     ///
-    /// # async fn run() -> Result<(), redis::RedisError> {
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let store = RedisStore::builder()
     ///     .connect_sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "shop")
     ///     .await?;
