@@ -3,8 +3,7 @@
 //! TTL because the store was at its bound.
 //!
 //! An early eviction is a forgotten result: a retry of its key runs the operation again. The
-//! store counts each one (moka's eviction listener, cause `Size`, for a record whose TTL had not
-//! passed), and says so in the log at `warn`, at once for the first and then at most once a
+//! store counts each one (a record its bound evicted while its TTL ran), and says so in the log at `warn`, at once for the first and then at most once a
 //! minute, with the completion rate it saw, the TTL of what it evicted, and the bound that
 //! would hold it: records completed per second × TTL. With the feature `metrics` the counter
 //! is `idem_memory_evicted_early_total`, and the gauges `idem_memory_records`,
@@ -36,8 +35,8 @@ pub struct Fill {
     /// Completed records held.
     pub records: u64,
     /// What they occupy, in bytes: each record's
-    /// [`StoredResponse::weight`](crate::replay::StoredResponse::weight) and its cache entry,
-    /// the heap the bound `max_bytes` keeps them under.
+    /// [`StoredResponse::weight`](crate::replay::StoredResponse::weight) and its entry in the
+    /// store, the heap the bound `max_bytes` keeps them under.
     pub bytes: u64,
     /// Claims in flight (never evicted, and not bounded: as many as requests running).
     pub in_flight: u64,
@@ -49,14 +48,15 @@ pub struct Fill {
     pub max_bytes: u64,
 }
 
-/// What the store counts of itself, shared by its clones and its eviction listener.
+/// What the store counts of itself, shared by its clones and its shards.
 pub(super) struct Counts {
     pub(super) max_entries: u64,
     pub(super) max_bytes: u64,
     /// Completed records inserted since the store was built.
     completions: AtomicU64,
-    /// What the records held weigh: added when one is stored, taken off when moka lets it go
-    /// (evicted, expired, removed or replaced: its listener hears of each).
+    /// The completed records held, and what they weigh: added when one is stored, taken off
+    /// when it leaves (evicted, expired, removed or replaced). The bounds hold these.
+    records: AtomicU64,
     bytes: AtomicU64,
     /// Records evicted before their TTL, and what they weighed, since the store was built.
     evicted_early: AtomicU64,
@@ -91,6 +91,7 @@ impl Counts {
             max_entries,
             max_bytes,
             completions: AtomicU64::new(0),
+            records: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             evicted_early: AtomicU64::new(0),
             evicted_bytes: AtomicU64::new(0),
@@ -112,7 +113,13 @@ impl Counts {
 
     /// A completed record weighing `weight` left the store, for whatever reason.
     pub(super) fn left(&self, weight: u64) {
+        self.records.fetch_sub(1, Ordering::Relaxed);
         self.bytes.fetch_sub(weight, Ordering::Relaxed);
+    }
+
+    /// The completed records held.
+    pub(super) fn records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
     }
 
     /// What the records held weigh.
@@ -120,8 +127,13 @@ impl Counts {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// A completed record was evicted because the store was full while its TTL ran. Called by
-    /// moka, inline in whichever call runs its maintenance.
+    /// Whether the records held are past either bound, and one must be evicted.
+    pub(super) fn over_bound(&self) -> bool {
+        self.records() > self.max_entries || self.bytes() > self.max_bytes
+    }
+
+    /// A completed record was evicted because the store was full while its TTL ran (and has
+    /// left: [`Counts::left`] was called for it too).
     pub(super) fn evicted(&self, ttl: Duration, weight: u64) {
         self.evicted_early.fetch_add(1, Ordering::Relaxed);
         self.evicted_bytes.fetch_add(weight, Ordering::Relaxed);
@@ -135,6 +147,7 @@ impl Counts {
     /// since the last warning and the last one is a minute old (or there was none).
     pub(super) fn completed(&self, weight: u64) {
         self.completions.fetch_add(1, Ordering::Relaxed);
+        self.records.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(weight, Ordering::Relaxed);
         let evicted = self.evicted_early.load(Ordering::Relaxed);
         if evicted != self.warned_up_to.load(Ordering::Relaxed) {
