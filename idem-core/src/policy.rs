@@ -14,7 +14,7 @@
 //! assert!(PAYMENTS.validate().is_ok());
 //! ```
 
-use std::time::Duration;
+use std::{fmt, time::Duration};
 
 use http::HeaderName;
 
@@ -78,15 +78,13 @@ pub struct Policy {
 }
 
 /// A [`Policy`] that cannot work.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PolicyError {
     /// A duration that must be positive is zero.
-    #[error("`{0}` must be greater than zero")]
     Zero(&'static str),
     /// The TTL is shorter than the lease, so a completed record would outlive its result
     /// for less time than a crashed request blocks its key: almost certainly swapped values.
-    #[error("`ttl` ({ttl:?}) is shorter than `lease` ({lease:?})")]
     TtlShorterThanLease {
         /// The configured TTL.
         ttl: Duration,
@@ -95,25 +93,43 @@ pub enum PolicyError {
     },
     /// A custom scope name that is empty or has a character other than a lowercase ASCII
     /// letter, a digit, `_` or `-`.
-    #[error("invalid custom scope name `{0}`: use lowercase letters, digits, `_` and `-`")]
     InvalidScopeName(&'static str),
     /// A custom scope named `user` or `global`, whose keys would be those of the built-in
     /// scope of that name.
-    #[error(
-        "the custom scope name `{0}` is reserved: use `Scope::User` or `Scope::Global`, or another name"
-    )]
     ReservedScopeName(&'static str),
     /// A selection of the fingerprint's JSON members that cannot do what it says (see
     /// [`Members::validate`]).
-    #[error("the fingerprint's members: {0}")]
     Members(MembersError),
     /// A selection of JSON members on a route whose fingerprint hashes every body as bytes.
-    #[error(
-        "`fingerprint_omit` and `fingerprint_only` select JSON members, and `fingerprint` is \
-         `raw`, which hashes every body as bytes: use one or the other"
-    )]
     MembersOfRawBody,
 }
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Zero(name) => write!(f, "`{name}` must be greater than zero"),
+            Self::TtlShorterThanLease { ttl, lease } => {
+                write!(f, "`ttl` ({ttl:?}) is shorter than `lease` ({lease:?})")
+            }
+            Self::InvalidScopeName(name) => write!(
+                f,
+                "invalid custom scope name `{name}`: use lowercase letters, digits, `_` and `-`"
+            ),
+            Self::ReservedScopeName(name) => write!(
+                f,
+                "the custom scope name `{name}` is reserved: use `Scope::User` or \
+                 `Scope::Global`, or another name"
+            ),
+            Self::Members(error) => write!(f, "the fingerprint's members: {error}"),
+            Self::MembersOfRawBody => f.write_str(
+                "`fingerprint_omit` and `fingerprint_only` select JSON members, and \
+                 `fingerprint` is `raw`, which hashes every body as bytes: use one or the other",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
 
 impl PolicyError {
     /// What is wrong, without the values: the message a constant that holds an invalid

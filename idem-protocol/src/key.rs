@@ -266,35 +266,23 @@ impl fmt::Debug for IdempotencyKey {
 /// `detail` is this error's message.
 ///
 /// Positions count characters from 1 in the header value, after surrounding whitespace is removed.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyError {
     /// The header appeared on several lines.
-    #[error("the Idempotency-Key header appears more than once; send it once, with a single key")]
     Multiple,
     /// The one header line holds a list: values separated by commas, which is also how a proxy
     /// folds repeated lines into one.
-    #[error(
-        "the Idempotency-Key holds several values separated by commas; send a single key (a key \
-         that contains a comma must be sent as a quoted string, e.g. `\"a,b\"`)"
-    )]
     List,
     /// The value is empty: an empty header, or the empty quoted string `""`.
-    #[error("the Idempotency-Key is empty; a key is 1 to {MAX_KEY_LEN} visible ASCII characters")]
     Empty,
     /// The key is longer than [`MAX_KEY_LEN`] characters.
-    #[error("the Idempotency-Key is {len} characters long; the maximum is {MAX_KEY_LEN}")]
     TooLong {
         /// The key's length in characters, after unquoting.
         len: usize,
     },
     /// The key contains a character that is not visible ASCII: a space, a control character or a
     /// byte outside ASCII.
-    #[error(
-        "character {position} of the Idempotency-Key is {}; a key may contain only visible ASCII \
-         characters: letters, digits and punctuation",
-        describe_byte(*.byte)
-    )]
     InvalidCharacter {
         /// Where the character is, counting from 1.
         position: usize,
@@ -302,33 +290,68 @@ pub enum KeyError {
         byte: u8,
     },
     /// The strict syntax is in force and the value is not a quoted string.
-    #[error("the Idempotency-Key must be a quoted string, e.g. `Idempotency-Key: \"abc\"`")]
     Unquoted,
     /// The value opens a quoted string that never closes.
-    #[error(
-        "the Idempotency-Key starts with a quote but has no closing quote; a quoted key looks \
-         like `\"abc\"`"
-    )]
     UnterminatedString,
     /// A backslash in a quoted value escapes something other than `"` or `\`.
-    #[error(
-        "the Idempotency-Key has an invalid escape at character {position}; inside quotes a \
-         backslash may only precede `\"` or `\\`"
-    )]
     InvalidEscape {
         /// Where the backslash is, counting from 1.
         position: usize,
     },
     /// Something other than well-formed RFC 9651 parameters follows the closing quote.
-    #[error(
-        "the Idempotency-Key has unexpected characters after its closing quote, at character \
-         {position}; send the quoted key alone, e.g. `\"abc\"`"
-    )]
     TrailingCharacters {
         /// Where the first unexpected character is, counting from 1.
         position: usize,
     },
 }
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Multiple => f.write_str(
+                "the Idempotency-Key header appears more than once; send it once, with a \
+                 single key",
+            ),
+            Self::List => f.write_str(
+                "the Idempotency-Key holds several values separated by commas; send a single key \
+                 (a key that contains a comma must be sent as a quoted string, e.g. `\"a,b\"`)",
+            ),
+            Self::Empty => write!(
+                f,
+                "the Idempotency-Key is empty; a key is 1 to {MAX_KEY_LEN} visible ASCII characters"
+            ),
+            Self::TooLong { len } => write!(
+                f,
+                "the Idempotency-Key is {len} characters long; the maximum is {MAX_KEY_LEN}"
+            ),
+            Self::InvalidCharacter { position, byte } => write!(
+                f,
+                "character {position} of the Idempotency-Key is {}; a key may contain only visible \
+                 ASCII characters: letters, digits and punctuation",
+                describe_byte(*byte)
+            ),
+            Self::Unquoted => f.write_str(
+                "the Idempotency-Key must be a quoted string, e.g. `Idempotency-Key: \"abc\"`",
+            ),
+            Self::UnterminatedString => f.write_str(
+                "the Idempotency-Key starts with a quote but has no closing quote; a quoted key \
+                 looks like `\"abc\"`",
+            ),
+            Self::InvalidEscape { position } => write!(
+                f,
+                "the Idempotency-Key has an invalid escape at character {position}; inside quotes \
+                 a backslash may only precede `\"` or `\\`"
+            ),
+            Self::TrailingCharacters { position } => write!(
+                f,
+                "the Idempotency-Key has unexpected characters after its closing quote, at \
+                 character {position}; send the quoted key alone, e.g. `\"abc\"`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
 
 /// Names a byte a key may not contain instead of echoing it: a control character or a stray byte
 /// would be invisible or mangled in the client's output.

@@ -164,41 +164,71 @@ impl<S: Send + Sync> FromRequestParts<S> for Tx {
 ///     }
 /// }
 /// ```
-#[derive(Debug, thiserror::Error)]
-#[error("{kind}")]
+#[derive(Debug)]
 pub struct TxError {
-    #[source]
     kind: TxErrorKind,
     /// The runtime and the route's `Retry-After`, when the request has them.
     answers: Option<(Idempotency, Duration)>,
 }
 
+impl fmt::Display for TxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind)
+    }
+}
+
+impl std::error::Error for TxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
 /// What went wrong, in a [`TxError`].
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum TxErrorKind {
     /// The transaction could not be begun: the database is unreachable, the pool exhausted.
     /// Answers 503 with `Retry-After`; 500 when the store has no transactions at all (the
     /// memory and Redis stores).
-    #[error("the database transaction could not be begun")]
-    Begin(#[source] StoreError),
+    Begin(StoreError),
     /// The route has no idempotency runtime (no `IdempotencyLayer`, no `#[idempotent]`).
     /// Answers 500.
-    #[error("the Tx extractor is used on a route without idempotency")]
     NoContext,
     /// The store's connection is not the type the handler asked for (a handler written for
     /// `sqlx::PgConnection` on another store). Answers 500.
-    #[error(
-        "the Tx extractor was asked for a `{asked}`, and the idempotency store's connection is another type"
-    )]
     OtherConnection {
         /// The type the handler asked for.
         asked: &'static str,
     },
     /// The runtime already ended the transaction (a task kept the `Tx` past the handler).
     /// Answers 500.
-    #[error("the request's transaction has already ended")]
     Ended,
+}
+
+impl fmt::Display for TxErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Begin(_) => f.write_str("the database transaction could not be begun"),
+            Self::NoContext => {
+                f.write_str("the Tx extractor is used on a route without idempotency")
+            }
+            Self::OtherConnection { asked } => write!(
+                f,
+                "the Tx extractor was asked for a `{asked}`, and the idempotency store's \
+                 connection is another type"
+            ),
+            Self::Ended => f.write_str("the request's transaction has already ended"),
+        }
+    }
+}
+
+impl std::error::Error for TxErrorKind {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Begin(error) => Some(error),
+            Self::NoContext | Self::OtherConnection { .. } | Self::Ended => None,
+        }
+    }
 }
 
 impl TxError {

@@ -63,7 +63,7 @@
 //! a member of it), a pointer given twice, a pointer inside another one (`/order/note` with
 //! `/order`), an empty list, and a selection on a route whose fingerprint is `raw`.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, fmt};
 
 use serde_json::Value;
 
@@ -82,20 +82,14 @@ pub enum Members {
 }
 
 /// Why a selection of members is refused, with the pointer at fault.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MembersError {
     /// Not a JSON Pointer: it does not start with `/`, or a `~` is not `~0` or `~1`.
-    #[error(
-        "`{0}` is not a JSON Pointer to a member: start it with `/`, and write `~` as `~0` and \
-         `/` within a name as `~1`"
-    )]
     NotAPointer(&'static str),
     /// The same pointer twice.
-    #[error("the JSON Pointer `{0}` is given twice")]
     Repeated(&'static str),
     /// A pointer inside another one, which already covers it.
-    #[error("the JSON Pointer `{inner}` is inside `{outer}`, which already names it")]
     Nested {
         /// The pointer that covers the other.
         outer: &'static str,
@@ -103,9 +97,28 @@ pub enum MembersError {
         inner: &'static str,
     },
     /// A list with no pointer.
-    #[error("a selection of members names at least one JSON Pointer")]
     Empty,
 }
+
+impl fmt::Display for MembersError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotAPointer(pointer) => write!(
+                f,
+                "`{pointer}` is not a JSON Pointer to a member: start it with `/`, and write `~` \
+                 as `~0` and `/` within a name as `~1`"
+            ),
+            Self::Repeated(pointer) => write!(f, "the JSON Pointer `{pointer}` is given twice"),
+            Self::Nested { outer, inner } => write!(
+                f,
+                "the JSON Pointer `{inner}` is inside `{outer}`, which already names it"
+            ),
+            Self::Empty => f.write_str("a selection of members names at least one JSON Pointer"),
+        }
+    }
+}
+
+impl std::error::Error for MembersError {}
 
 impl MembersError {
     /// What is wrong, without the pointer: the message a constant that holds an invalid

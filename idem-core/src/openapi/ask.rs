@@ -2,6 +2,7 @@
 
 use std::{
     convert::Infallible,
+    fmt,
     pin::Pin,
     task::{Context, Poll},
     time::Duration,
@@ -101,9 +102,16 @@ fn is_refusal(status: StatusCode) -> bool {
 struct Unreadable;
 
 /// Why a probe's body cannot be read.
-#[derive(Debug, thiserror::Error)]
-#[error("a probe of idem's has no body to read")]
+#[derive(Debug)]
 struct ProbeHasNoBody;
+
+impl fmt::Display for ProbeHasNoBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a probe of idem's has no body to read")
+    }
+}
+
+impl std::error::Error for ProbeHasNoBody {}
 
 impl http_body::Body for Unreadable {
     type Data = Bytes;

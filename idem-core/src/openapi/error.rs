@@ -1,6 +1,6 @@
 //! Why a document cannot be made from a router: each case names the endpoint and the fix.
 
-use std::time::Duration;
+use std::{fmt, time::Duration};
 
 use http::StatusCode;
 
@@ -28,25 +28,16 @@ use super::Endpoint;
 /// assert!(error.to_string().starts_with("POST /refunds is in the document, but no route"));
 /// # }
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DocumentError {
     /// The document has an operation that no route of the router serves.
-    #[error(
-        "{endpoint} is in the document, but no route of the router serves it (its probe \
-         reached the router's fallback): route it, or take it out of the document"
-    )]
     NotRouted {
         /// The operation of the document.
         endpoint: Endpoint,
     },
     /// Something in front of the route's handler (authentication, usually) refused the probe,
     /// so whether idem guards the route is unknown.
-    #[error(
-        "the probe of {endpoint} was refused with {status} before it reached idem or the \
-         handler, so its policy is unknown: give probes the credentials that layer wants \
-         (`Documenter::header`), or let it pass requests that hold `openapi::Probe`"
-    )]
     ProbeRefused {
         /// The operation of the document.
         endpoint: Endpoint,
@@ -54,10 +45,6 @@ pub enum DocumentError {
         status: StatusCode,
     },
     /// The route did not answer its probe in time.
-    #[error(
-        "the probe of {endpoint} had no answer after {after:?}: its route has no idem in front \
-         of a handler that waits, or something in front of it waits (`Documenter::timeout`)"
-    )]
     TimedOut {
         /// The operation of the document.
         endpoint: Endpoint,
@@ -66,19 +53,11 @@ pub enum DocumentError {
     },
     /// An `#[idempotent]` handler whose requests find no runtime: every request would be
     /// answered 500.
-    #[error(
-        "{endpoint} is `#[idempotent]`, but its requests find no idempotency runtime: add \
-         `.layer(axum::Extension(idempotency))` to the router"
-    )]
     RuntimeMissing {
         /// The operation of the document.
         endpoint: Endpoint,
     },
     /// The probe of an operation reached a route of another template than the operation's.
-    #[error(
-        "the probe of {endpoint} reached the route `{route}`, whose template is not the \
-         operation's path: the document and the router name different routes"
-    )]
     OtherRoute {
         /// The operation of the document.
         endpoint: Endpoint,
@@ -87,7 +66,6 @@ pub enum DocumentError {
     },
     /// Two operations of the document are one route of the router: the route is mounted (or
     /// documented) twice.
-    #[error("{first} and {second} are one route of the router (`{route}`): document it once")]
     SameRoute {
         /// One operation.
         first: Endpoint,
@@ -98,17 +76,12 @@ pub enum DocumentError {
     },
     /// The operation documents the `Idempotency-Key` header itself, which the route's policy
     /// states: two places to keep in step, which may already disagree.
-    #[error(
-        "{endpoint} documents an `Idempotency-Key` parameter of its own: remove it (from \
-         `#[utoipa::path(params(...))]`, say); the document takes it from the route's policy"
-    )]
     KeyDocumented {
         /// The operation of the document.
         endpoint: Endpoint,
     },
     /// A response or parameter of the operation is a reference that the document does not
     /// hold, so what idem adds to it cannot be added.
-    #[error("{endpoint} refers to `{reference}`, which the document does not hold")]
     DanglingReference {
         /// The operation of the document.
         endpoint: Endpoint,
@@ -117,12 +90,71 @@ pub enum DocumentError {
     },
     /// The document has a schema of the name idem's Problem Details schema takes, and it is
     /// another schema.
-    #[error(
-        "the document has a schema named `{name}` that is not idem's Problem Details schema: \
-         rename it"
-    )]
     SchemaTaken {
         /// The schema's name.
         name: &'static str,
     },
 }
+
+impl fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotRouted { endpoint } => write!(
+                f,
+                "{endpoint} is in the document, but no route of the router serves it (its \
+                 probe reached the router's fallback): route it, or take it out of the document"
+            ),
+            Self::ProbeRefused { endpoint, status } => write!(
+                f,
+                "the probe of {endpoint} was refused with {status} before it reached idem or \
+                 the handler, so its policy is unknown: give probes the credentials that layer \
+                 wants (`Documenter::header`), or let it pass requests that hold \
+                 `openapi::Probe`"
+            ),
+            Self::TimedOut { endpoint, after } => write!(
+                f,
+                "the probe of {endpoint} had no answer after {after:?}: its route has no idem \
+                 in front of a handler that waits, or something in front of it waits \
+                 (`Documenter::timeout`)"
+            ),
+            Self::RuntimeMissing { endpoint } => write!(
+                f,
+                "{endpoint} is `#[idempotent]`, but its requests find no idempotency runtime: \
+                 add `.layer(axum::Extension(idempotency))` to the router"
+            ),
+            Self::OtherRoute { endpoint, route } => write!(
+                f,
+                "the probe of {endpoint} reached the route `{route}`, whose template is not \
+                 the operation's path: the document and the router name different routes"
+            ),
+            Self::SameRoute {
+                first,
+                second,
+                route,
+            } => write!(
+                f,
+                "{first} and {second} are one route of the router (`{route}`): document it once"
+            ),
+            Self::KeyDocumented { endpoint } => write!(
+                f,
+                "{endpoint} documents an `Idempotency-Key` parameter of its own: remove it \
+                 (from `#[utoipa::path(params(...))]`, say); the document takes it from the \
+                 route's policy"
+            ),
+            Self::DanglingReference {
+                endpoint,
+                reference,
+            } => write!(
+                f,
+                "{endpoint} refers to `{reference}`, which the document does not hold"
+            ),
+            Self::SchemaTaken { name } => write!(
+                f,
+                "the document has a schema named `{name}` that is not idem's Problem Details \
+                 schema: rename it"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DocumentError {}

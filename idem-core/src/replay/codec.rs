@@ -32,7 +32,7 @@
 //! answers a [`DecodeError`] for any input, whatever it claims (the first version panicked on a
 //! header count above 24,576).
 
-use std::{collections::HashSet, sync::Arc};
+use std::{collections::HashSet, fmt, sync::Arc};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -53,44 +53,45 @@ const ON_THE_STACK: usize = 1024;
 const VALUES_A_MAP_ALWAYS_TAKES: usize = 24_575;
 
 /// A stored record that cannot be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DecodeError {
     /// The record was written by a format version this build does not know.
-    #[error("unknown record format version {0}")]
     UnknownVersion(u8),
     /// The record ends early, carries bytes past its end, or holds an invalid field.
-    #[error("malformed record: {0}")]
     Malformed(&'static str),
 }
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::UnknownVersion(version) => write!(f, "unknown record format version {version}"),
+            Self::Malformed(what) => write!(f, "malformed record: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
 
 /// A response that the record format cannot hold (see
 /// [`StoredResponse::new`](super::StoredResponse::new)).
 ///
 /// Nothing about such a response is wrong for its client; it only cannot be stored for replay.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EncodeError {
     /// More header values than a record holds (65,535); a name given several times counts
     /// once per value.
-    #[error("the response has {count} header values, more than the 65535 a stored record holds")]
     TooManyHeaders {
         /// The number of header values in the response.
         count: usize,
     },
     /// A header name longer than a record holds (65,535 bytes).
-    #[error(
-        "a response header name is {len} bytes long, more than the 65535 a stored record holds"
-    )]
     HeaderNameTooLong {
         /// The length of the name, in bytes.
         len: usize,
     },
     /// A header value longer than a record holds (4 GiB − 1).
-    #[error(
-        "the value of the response header `{name}` is {len} bytes long, more than the \
-         4294967295 a stored record holds"
-    )]
     HeaderValueTooLong {
         /// The header's name.
         name: HeaderName,
@@ -98,12 +99,39 @@ pub enum EncodeError {
         len: usize,
     },
     /// A body longer than a record holds (2<sup>64</sup> − 1 bytes).
-    #[error("the response body is {len} bytes long, more than a stored record holds")]
     BodyTooLong {
         /// The length of the body, in bytes.
         len: usize,
     },
 }
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooManyHeaders { count } => write!(
+                f,
+                "the response has {count} header values, more than the 65535 a stored record \
+                 holds"
+            ),
+            Self::HeaderNameTooLong { len } => write!(
+                f,
+                "a response header name is {len} bytes long, more than the 65535 a stored \
+                 record holds"
+            ),
+            Self::HeaderValueTooLong { name, len } => write!(
+                f,
+                "the value of the response header `{name}` is {len} bytes long, more than the \
+                 4294967295 a stored record holds"
+            ),
+            Self::BodyTooLong { len } => write!(
+                f,
+                "the response body is {len} bytes long, more than a stored record holds"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
 
 /// Where [`write`] puts a record: the record itself, or only the count of its bytes.
 trait Sink {

@@ -64,19 +64,36 @@ pub struct RecordAddress {
 }
 
 /// Why a [`RecordAddress`] names no record a request could have.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AddressError {
     /// The scope's keys belong to a principal, and none was given.
-    #[error("the scope `{0}` keeps each principal's keys apart: name the principal")]
     PrincipalMissing(&'static str),
     /// A global scope has no principal, and one was given.
-    #[error("the global scope has no principals: name none")]
     PrincipalInGlobalScope,
     /// The route is not a route template: it does not start with `/`.
-    #[error("the route `{0}` is not a route template, as in `/payments/{{id}}`")]
     InvalidRoute(String),
 }
+
+impl fmt::Display for AddressError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::PrincipalMissing(scope) => write!(
+                f,
+                "the scope `{scope}` keeps each principal's keys apart: name the principal"
+            ),
+            Self::PrincipalInGlobalScope => {
+                f.write_str("the global scope has no principals: name none")
+            }
+            Self::InvalidRoute(route) => write!(
+                f,
+                "the route `{route}` is not a route template, as in `/payments/{{id}}`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AddressError {}
 
 impl RecordAddress {
     /// The record of the request `method route` with `key`, in `scope` for `principal`.

@@ -123,19 +123,28 @@ impl Schedule {
 }
 
 /// Why the resumer did not start.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum ResumeError {
     /// The runtime's store keeps no steps, so no operation can be resumed.
-    #[error(
-        "the idempotency store keeps no steps (Store::step_support), so operations cannot be \
-         resumed"
-    )]
     StoreKeepsNoSteps,
     /// The runtime has a resumer already.
-    #[error("this runtime is resuming operations already")]
     AlreadyResuming,
 }
+
+impl fmt::Display for ResumeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::StoreKeepsNoSteps => {
+                "the idempotency store keeps no steps (Store::step_support), so operations \
+                 cannot be resumed"
+            }
+            Self::AlreadyResuming => "this runtime is resuming operations already",
+        })
+    }
+}
+
+impl std::error::Error for ResumeError {}
 
 /// Starts the runtime's resumer; see [`Idempotency::resumer`].
 #[must_use]

@@ -223,30 +223,24 @@ pub enum ClaimOutcome {
 }
 
 /// A store failed, or refused a fenced write.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The record is not in flight under this token any more: the lease lapsed and another
     /// request took over, the record expired or was completed, or an operator removed it.
-    #[error("the lease on this key is no longer held by this request")]
     LeaseLost,
     /// The store did not answer in time; the outcome of the call is unknown.
-    #[error("the store did not answer within {0:?}")]
     Timeout(Duration),
     /// The store could not be reached or failed; the outcome of the call is unknown.
-    #[error("the store failed")]
-    Backend(#[source] BoxError),
+    Backend(BoxError),
     /// A transaction could not commit, and the store knows that nothing of it was committed
     /// (a serialization failure, a deferred constraint): the handler's writes and the record's
     /// completion are both gone. Unlike [`Backend`](Self::Backend), the outcome is known, so
     /// the runtime releases the key and a retry runs the operation again.
-    #[error("the transaction was rolled back")]
-    RolledBack(#[source] BoxError),
+    RolledBack(BoxError),
     /// A stored record could not be read back.
-    #[error("a stored record is corrupt")]
-    Corrupt(#[source] BoxError),
+    Corrupt(BoxError),
     /// The store does not offer this operation.
-    #[error("this store does not support {0}")]
     Unsupported(&'static str),
     /// A claim reached the store but not the durability the store was configured for (the
     /// replicas that must acknowledge it, a synced append-only file) in time, so a failover or
@@ -254,8 +248,37 @@ pub enum StoreError {
     /// is free, and the operation must not run on this claim. The runtime answers 503 with
     /// `Retry-After`, whatever the route's `on_store_error` says: the store is there, and
     /// running without a record would be the very loss the durability setting guards against.
-    #[error("the claim did not reach its durability target, and was released")]
-    NotDurable(#[source] BoxError),
+    NotDurable(BoxError),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::LeaseLost => {
+                f.write_str("the lease on this key is no longer held by this request")
+            }
+            Self::Timeout(after) => write!(f, "the store did not answer within {after:?}"),
+            Self::Backend(_) => f.write_str("the store failed"),
+            Self::RolledBack(_) => f.write_str("the transaction was rolled back"),
+            Self::Corrupt(_) => f.write_str("a stored record is corrupt"),
+            Self::Unsupported(operation) => write!(f, "this store does not support {operation}"),
+            Self::NotDurable(_) => {
+                f.write_str("the claim did not reach its durability target, and was released")
+            }
+        }
+    }
+}
+
+impl StdError for StoreError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::Backend(error)
+            | Self::RolledBack(error)
+            | Self::Corrupt(error)
+            | Self::NotDurable(error) => Some(&**error),
+            Self::LeaseLost | Self::Timeout(_) | Self::Unsupported(_) => None,
+        }
+    }
 }
 
 impl StoreError {

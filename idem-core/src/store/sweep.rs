@@ -238,13 +238,27 @@ impl Default for SweepPace {
 }
 
 /// A [`SweepPace`] setting out of range.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum SweepPaceError {
     /// The busy fraction is not in `(0, 1]`.
-    #[error("the sweeper's busy fraction must be in (0, 1], not {0}")]
     Busy(f64),
 }
+
+impl fmt::Display for SweepPaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Busy(fraction) => {
+                write!(
+                    f,
+                    "the sweeper's busy fraction must be in (0, 1], not {fraction}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for SweepPaceError {}
 
 /// A background sweeper ([`spawn_sweeper`]). Dropping it stops the sweeper (after the batch
 /// it is running, or at once when it rests).

@@ -51,19 +51,29 @@ pub const MAX_NAMESPACE_LEN: usize = 64;
 const HASHED_PREFIX_LEN: usize = MAX_KEY_LEN - 1 - 64;
 
 /// Why a key could not be derived.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DeriveError {
     /// The namespace is empty, too long, or has a character outside `A-Z a-z 0-9 - _ .`.
-    #[error(
-        "the key namespace {namespace:?} must be 1 to {MAX_NAMESPACE_LEN} characters of ASCII \
-         letters, digits, `-`, `_` and `.`"
-    )]
     InvalidNamespace {
         /// The namespace as given.
         namespace: String,
     },
 }
+
+impl fmt::Display for DeriveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidNamespace { namespace } => write!(
+                f,
+                "the key namespace {namespace:?} must be 1 to {MAX_NAMESPACE_LEN} characters of \
+                 ASCII letters, digits, `-`, `_` and `.`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DeriveError {}
 
 impl IdempotencyKey {
     /// A new random key: a UUID v4, lower-case and hyphenated, as

@@ -1,19 +1,46 @@
 //! The unary methods of a service, read from its `FileDescriptorSet`: what "all unary
 //! methods" means for a layer that sees only paths.
 
+use std::fmt;
+
 use prost::Message;
 use prost_types::FileDescriptorSet;
 
 /// Why the unary methods of a service could not be listed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum DescriptorError {
     /// The bytes are not an encoded `FileDescriptorSet`.
-    #[error("the file descriptor set does not decode: {0}")]
-    Decode(#[from] prost::DecodeError),
+    Decode(prost::DecodeError),
     /// No file of the set declares the service.
-    #[error("no file of the descriptor set declares the service `{0}`")]
     NoSuchService(String),
+}
+
+impl fmt::Display for DescriptorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Decode(error) => write!(f, "the file descriptor set does not decode: {error}"),
+            Self::NoSuchService(service) => write!(
+                f,
+                "no file of the descriptor set declares the service `{service}`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DescriptorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Decode(error) => Some(error),
+            Self::NoSuchService(_) => None,
+        }
+    }
+}
+
+impl From<prost::DecodeError> for DescriptorError {
+    fn from(error: prost::DecodeError) -> Self {
+        Self::Decode(error)
+    }
 }
 
 /// The paths (`/<package>.<Service>/<Method>`) of the unary methods of `service`, named in

@@ -1,6 +1,8 @@
 //! [`MessageKey`]: where a message's idempotency key is: a header of the message, or a member
 //! of its JSON body.
 
+use std::fmt;
+
 use http::{HeaderMap, HeaderName};
 use serde_json::Value;
 
@@ -28,25 +30,44 @@ pub enum MessageKey {
 
 /// Why a message's key could not be read: the message is refused for good (it will not get
 /// a key by being delivered again).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MessageKeyError {
     /// The key source names no valid header.
-    #[error("`{0}` is not a header name")]
     InvalidHeaderName(&'static str),
     /// The JSON Pointer is neither empty nor starts with `/`.
-    #[error("`{0}` is not a JSON Pointer: it must start with `/`, as in `/order_id`")]
     InvalidPointer(&'static str),
     /// The header is there but is not text.
-    #[error("the header `{0}` is not text")]
     HeaderNotText(&'static str),
     /// The body is not JSON, so the pointer finds nothing.
-    #[error("the body is not JSON, so `{0}` names no member of it")]
     BodyNotJson(&'static str),
     /// The member is there, but is neither a string nor a number.
-    #[error("the member `{0}` is neither a string nor a number")]
     NotAScalar(&'static str),
 }
+
+impl fmt::Display for MessageKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidHeaderName(name) => write!(f, "`{name}` is not a header name"),
+            Self::InvalidPointer(pointer) => write!(
+                f,
+                "`{pointer}` is not a JSON Pointer: it must start with `/`, as in `/order_id`"
+            ),
+            Self::HeaderNotText(name) => write!(f, "the header `{name}` is not text"),
+            Self::BodyNotJson(pointer) => {
+                write!(
+                    f,
+                    "the body is not JSON, so `{pointer}` names no member of it"
+                )
+            }
+            Self::NotAScalar(pointer) => {
+                write!(f, "the member `{pointer}` is neither a string nor a number")
+            }
+        }
+    }
+}
+
+impl std::error::Error for MessageKeyError {}
 
 impl MessageKey {
     /// The key is the header `name` of the message.

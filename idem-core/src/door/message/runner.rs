@@ -1,7 +1,7 @@
 //! [`Runner`]: drives a broker's consumer through a message handler, N messages at a time,
 //! and stops gracefully.
 
-use std::{future::Future, pin::pin, sync::Arc, time::Duration};
+use std::{fmt, future::Future, pin::pin, sync::Arc, time::Duration};
 
 use crate::tasks::Tasks;
 use tokio::sync::Semaphore;
@@ -18,19 +18,42 @@ use super::{
 use crate::{policy::Policy, runtime::Idempotency};
 
 /// Why a runner could not start, or stopped.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum RunnerError {
     /// The handler's policy and the broker's settings cannot work together; the message
     /// names the setting to change.
-    #[error("refused to start: {0}")]
     Refused(String),
     /// The handler's key source is not one.
-    #[error("the message key source is invalid: {0}")]
-    Key(#[from] MessageKeyError),
+    Key(MessageKeyError),
     /// The broker could not be asked (its consumer or stream is missing, say).
-    #[error("the broker: {0}")]
-    Broker(#[source] BrokerError),
+    Broker(BrokerError),
+}
+
+impl fmt::Display for RunnerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Refused(why) => write!(f, "refused to start: {why}"),
+            Self::Key(error) => write!(f, "the message key source is invalid: {error}"),
+            Self::Broker(error) => write!(f, "the broker: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for RunnerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Refused(_) => None,
+            Self::Key(error) => Some(error),
+            Self::Broker(error) => Some(&**error),
+        }
+    }
+}
+
+impl From<MessageKeyError> for RunnerError {
+    fn from(error: MessageKeyError) -> Self {
+        Self::Key(error)
+    }
 }
 
 impl From<CheckError> for RunnerError {

@@ -2,7 +2,7 @@
 //! JetStream and RabbitMQ are one implementation each (features `nats` and `amqp`); another
 //! broker is one more.
 
-use std::{error::Error, future::Future, time::Duration};
+use std::{error::Error, fmt, future::Future, time::Duration};
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -12,16 +12,32 @@ pub type BrokerError = Box<dyn Error + Send + Sync>;
 
 /// Why a source cannot start ([`MessageSource::check`]); the runner returns it as a
 /// [`RunnerError`](super::RunnerError).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum CheckError {
     /// The broker's settings and the handler's needs cannot work together; the message names
     /// the setting to change.
-    #[error("refused to start: {0}")]
     Refused(String),
     /// The broker could not be asked (its consumer or stream is missing, say).
-    #[error("the broker: {0}")]
-    Broker(#[source] BrokerError),
+    Broker(BrokerError),
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Refused(why) => write!(f, "refused to start: {why}"),
+            Self::Broker(error) => write!(f, "the broker: {error}"),
+        }
+    }
+}
+
+impl Error for CheckError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Refused(_) => None,
+            Self::Broker(error) => Some(&**error),
+        }
+    }
 }
 
 /// What the runner needs of a broker's settings, checked once at start-up
