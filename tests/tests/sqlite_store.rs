@@ -477,15 +477,21 @@ async fn a_file_in_use_is_upgraded_in_place() {
     assert_eq!(again.body, first.body);
 }
 
-/// A file system of 2 MiB of the test's own (tmpfs), mounted on a directory of the scratch
+/// A file system of 16 MiB of the test's own (tmpfs), mounted on a directory of the scratch
 /// one and unmounted when dropped. `None` where mounting is not allowed (not root).
+///
+/// Small, and yet four times the WAL that SQLite keeps between two checkpoints (about 4 MB:
+/// it checkpoints every 1,000 pages). On a disk with less room than that, the WAL alone fills
+/// it again once the filler is gone (a 2 MiB disk did after 60 payments, each about 33 KB of
+/// WAL frames), and then nothing frees it: the checkpoint that would fold the WAL back into
+/// the database file needs the file to grow.
 struct SmallDisk(std::path::PathBuf);
 
 impl SmallDisk {
     fn mount(dir: std::path::PathBuf) -> Option<Self> {
         std::fs::create_dir_all(&dir).unwrap();
         let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
             .arg(&dir)
             .status()
             .is_ok_and(|status| status.success());
@@ -505,6 +511,16 @@ impl SmallDisk {
         {}
         path
     }
+
+    /// Gives one page (4 KiB) of `filler` back to the file system.
+    fn give_back_a_page(filler: &std::path::Path) {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(filler)
+            .unwrap();
+        let len = file.metadata().unwrap().len();
+        file.set_len(len.saturating_sub(4096)).unwrap();
+    }
 }
 
 impl Drop for SmallDisk {
@@ -517,18 +533,27 @@ impl Drop for SmallDisk {
     }
 }
 
+/// `key`'s record as it stands, with SQLite's clock: its state, lease, expiry and now (in
+/// microseconds since the epoch), for a test that fails to say why.
+async fn record_row(admin: &SqlitePool, key: &str) -> (String, Option<i64>, i64, i64) {
+    sqlx::query_as(
+        "SELECT state, lease_expires_at, expires_at, \
+         CAST(unixepoch('subsec') * 1000000 AS INTEGER) \
+         FROM idempotency_records WHERE store_key = ?1",
+    )
+    .bind(store_key(key).as_bytes().to_vec())
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
 /// A full disk: while the file system holds no byte more, every request is answered 201 (a
-/// write that found room in pages SQLite already has) or 503 `store-unavailable`, what was
-/// completed replays, and no payment is written twice. Once there is room again, every key
-/// is answered 201 (after its lease, for a key whose release the full disk refused), each
-/// with one row.
-///
-/// Not met yet. A failed `COMMIT` on the full disk left the store's connections counted in a
-/// transaction SQLite had already ended, and every later write on them failed; the pool now
-/// closes such a connection as it is given back (`leaves_no_transaction`). What is left: once
-/// the disk has room, a key whose commit failed stays in flight, its lease renewed past the
-/// route's, for as long as the test waits.
-#[ignore = "open defect: after a full disk has room again, a key whose commit failed on it stays in flight (docs/sqlite.md, Failure behaviour)"]
+/// write that found room) or 503 `store-unavailable`, what was completed replays, and no
+/// payment is written twice. The disk is given back a page at a time until a run's `COMMIT`
+/// fails on it (its claim found room, its transaction did not): the outcome is unknown to the
+/// runtime, which releases the key in the background, and the release fails on the full disk
+/// too. Once there is room again, every key is answered 201 (one whose commit failed once its
+/// release lands), each with one row: the failed commit wrote nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_answers_503_and_loses_nothing() {
     let scratch = Scratch::new(module_path!());
@@ -557,17 +582,26 @@ async fn a_full_disk_answers_503_and_loses_nothing() {
 
     let filler = disk.fill();
     let keys: Vec<String> = (0..200).map(|_| key()).collect();
-    let mut refused = 0;
+    let (mut refused, mut uncommitted) = (0, 0);
     for key in &keys {
+        if uncommitted == 0 {
+            SmallDisk::give_back_a_page(&filler);
+        }
+        let ran = payments.executions();
         let answer = pay(key).await;
         if answer.status == StatusCode::SERVICE_UNAVAILABLE {
             answer.refusal(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable");
             refused += 1;
+            // The handler ran and the request was refused: its commit failed.
+            if payments.executions() > ran {
+                uncommitted += 1;
+            }
         } else {
             answer.created();
         }
     }
     assert!(refused > 0, "a full disk refused no write in 200 payments");
+    assert!(uncommitted > 0, "no commit failed on the full disk");
     assert!(
         pay(&done).await.replayed(),
         "a completed key replays on a full disk"
@@ -577,22 +611,14 @@ async fn a_full_disk_answers_503_and_loses_nothing() {
     for key in &keys {
         let mut answer = pay(key).await;
         if answer.status != StatusCode::CREATED {
-            // 409 while the lease of a run whose release the full disk refused still runs.
+            // 409 until the release that the full disk refused lands.
             let created = eventually(PATIENCE, async || {
                 answer = pay(key).await;
                 answer.status == StatusCode::CREATED
             })
             .await;
             if !created {
-                let row: (String, Option<i64>, i64, i64) = sqlx::query_as(
-                    "SELECT state, lease_expires_at, expires_at, \
-                     CAST(unixepoch('subsec') * 1000000 AS INTEGER) \
-                     FROM idempotency_records WHERE store_key = ?1",
-                )
-                .bind(store_key(key).as_bytes().to_vec())
-                .fetch_one(&admin)
-                .await
-                .unwrap();
+                let row = record_row(&admin, key).await;
                 panic!("{key} after the disk had room: {answer:?} {row:?}");
             }
         }
