@@ -19,6 +19,10 @@
 #   add Redis's own time to the server's: a store that makes Redis work harder is not
 #   cheaper for doing less in its own process. `axum-idempotent` has no Redis store of its
 #   own (its responses live in sessions) and is left out.
+# - `steps` (not run by default): scope global and a roomy store as in `global`, and idem's
+#   servers run the handler after two local steps (`idem::steps::Steps`) whose work is a
+#   constant: what a step costs the runtime (its lease check, its record), beside the bare
+#   handler, which runs the plain handler (steps need a record); no peers (neither has steps).
 # - `sql` (not run by default): keys scoped as in `user`, records in PostgreSQL
 #   (`PostgresStore`) and in MySQL or MariaDB (`MySqlStore`), each in a database of the run's
 #   own on the machine's servers (BENCH_DATABASE_URL, default
@@ -129,6 +133,7 @@ describe() { # config: what the configuration is, for the tables' heading
     user) echo "scope user, the principal read from Authorization by a resolver, MemoryStore::default()" ;;
     global) echo "scope global, a store with room for every key of the run" ;;
     redis) echo "scope user as in \`user\`, records in a Redis server of the run's own; CPU is the server's and Redis's" ;;
+    steps) echo "scope global and a store with room for every key as in \`global\`, idem's handler after two local steps; the bare handler without them; no peers" ;;
     sql) echo "scope user as in \`user\`, records in PostgreSQL and in MySQL, a database of the run's own on each, in SQLite and in memory; CPU is the server's alone" ;;
     *) echo "unknown" ;;
   esac
@@ -157,7 +162,7 @@ if [ "$config" = sql ]; then
     "memory|idem \`IdempotencyLayer\`, \`MemoryStore\`|target/release/idem-bench layer"
   )
   store_note="PostgreSQL $(psql -tAq "$postgres_url" -c 'SHOW server_version' | cut -d' ' -f1) and $(mysql -N -B -h "$mysql_host" -P "$mysql_port" -u root -e 'SELECT VERSION()'), the machine's servers with their own settings, in databases of the run's own (dropped at its end); SQLite 3.51 (built in by libsqlite3-sys) in a file of the run's own (WAL, synchronous FULL), in the server's process; the CPU figures are the server's alone"
-elif [ "$with_peers" != 0 ]; then
+elif [ "$with_peers" != 0 ] && [ "$config" != steps ]; then
   servers+=("idempotent|\`idempotent\` $idempotent_version|target/release/idem-bench-peers idempotent")
   if [ "$config" = redis ]; then
     store_note="idem's servers keep their records in \`RedisStore\`, \`idempotent\` in its \`ValkeyStore\`; \`axum-idempotent\` has no Redis store and is left out"
@@ -541,8 +546,8 @@ echo '```'
 config_number=0
 for config in $configs; do
   case $config in
-    user | global | redis | sql) ;;
-    *) echo "bench: unknown configuration \`$config\`; expected user, global, redis or sql" >&2; exit 2 ;;
+    user | global | redis | steps | sql) ;;
+    *) echo "bench: unknown configuration \`$config\`; expected user, global, redis, steps or sql" >&2; exit 2 ;;
   esac
   bench_config "$config"
   config_number=$((config_number + 1))

@@ -8,7 +8,9 @@
 //! `BENCH_CONFIG` chooses the configuration: `user` (the default) scopes keys to the caller,
 //! whom a principal resolver reads from `Authorization`, and keeps records in
 //! `MemoryStore::default()`, bounded, as a service would run it; `global` scopes every key
-//! globally and keeps records in a roomy `MemoryStore` that never evicts during a run.
+//! globally and keeps records in a roomy `MemoryStore` that never evicts during a run;
+//! `steps` is `global` with a handler that runs two local steps before its work
+//! ([`Server::steps_router`]; the bare server serves the plain handler).
 //!
 //! With `BENCH_STORE_ENTRIES=N` the records are in a `MemoryStore` bounded at N records
 //! instead: the store's size measured apart from the flow (a store of a few thousand records
@@ -30,7 +32,7 @@ use std::{process::ExitCode, time::Duration};
 
 use idem::{
     MemoryStore, mysql::MySqlStore, postgres::PostgresStore, redis::Durability, redis::RedisStore,
-    sqlite::SqliteStore,
+    sqlite::SqliteStore, store::Store,
 };
 use idem_bench::server::{Scoping, Server, bounded_store, roomy_store};
 
@@ -51,9 +53,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("usage: idem-bench SERVER [ADDR]; SERVER is `bare`, `layer` or `attribute`")?
         .parse()?;
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:3100".to_owned());
-    let scoping: Scoping = match std::env::var("BENCH_CONFIG") {
-        Ok(name) => name.parse()?,
-        Err(_) => Scoping::User,
+    let (scoping, steps) = match std::env::var("BENCH_CONFIG") {
+        Ok(name) if name == "steps" => (Scoping::Global, true),
+        Ok(name) => (name.parse()?, false),
+        Err(_) => (Scoping::User, false),
     };
     let workers = match std::env::var("BENCH_WORKERS") {
         Ok(workers) => workers.parse()?,
@@ -70,29 +73,29 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             std::env::var("BENCH_SQLITE_URL"),
         );
         let app = match std::env::var("BENCH_REDIS_URL") {
-            Ok(url) => server.router(scoping, redis_store(&url).await?),
+            Ok(url) => router(server, scoping, steps, redis_store(&url).await?),
             Err(_) if postgres.is_ok() => {
                 let store = PostgresStore::connect(&postgres?).await?;
                 store.migrate().await?;
-                server.router(scoping, store)
+                router(server, scoping, steps, store)
             }
             Err(_) if mysql.is_ok() => {
                 let store = MySqlStore::connect(&mysql?).await?;
                 store.migrate().await?;
-                server.router(scoping, store)
+                router(server, scoping, steps, store)
             }
             Err(_) if sqlite.is_ok() => {
                 let store = SqliteStore::connect(&sqlite?).await?;
                 store.migrate().await?;
-                server.router(scoping, store)
+                router(server, scoping, steps, store)
             }
             Err(_) if std::env::var_os("BENCH_STORE_ENTRIES").is_some() => {
                 let entries = std::env::var("BENCH_STORE_ENTRIES")?.parse()?;
-                server.router(scoping, bounded_store(entries))
+                router(server, scoping, steps, bounded_store(entries))
             }
             Err(_) => match scoping {
-                Scoping::User => server.router(scoping, MemoryStore::default()),
-                Scoping::Global => server.router(scoping, roomy_store()),
+                Scoping::User => router(server, scoping, steps, MemoryStore::default()),
+                Scoping::Global => router(server, scoping, steps, roomy_store()),
             },
         };
         let app = match std::env::var("BENCH_SPIN") {
@@ -114,6 +117,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Ok::<(), Box<dyn std::error::Error>>(())
     })?;
     Ok(())
+}
+
+/// The router of `server`, its keys scoped as `scoping` says and its records in `store`; with
+/// `steps`, the `steps` configuration's handler.
+fn router(server: Server, scoping: Scoping, steps: bool, store: impl Store) -> axum::Router {
+    if steps {
+        server.steps_router(store)
+    } else {
+        server.router(scoping, store)
+    }
 }
 
 /// A `RedisStore` on `url`, with the durability `BENCH_REDIS_WAIT_REPLICAS` and

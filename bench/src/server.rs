@@ -1,5 +1,6 @@
 //! The idem servers the benchmarks measure, each a router that answers `POST /payments` with
-//! the same handler ([`crate::payment`]).
+//! the same handler ([`crate::payment`]), or with that handler after two local steps
+//! ([`Server::steps_router`]).
 
 use std::{fmt, str::FromStr};
 
@@ -11,7 +12,9 @@ use axum::{
     routing::post,
 };
 use idem::{
-    Idempotency, IdempotencyLayer, MemoryStore, Policy, Principal, Scope, idempotent, store::Store,
+    Idempotency, IdempotencyLayer, MemoryStore, Policy, Principal, Scope, idempotent,
+    steps::{StepError, Steps},
+    store::Store,
 };
 
 use crate::payment::{self, Ledger, NewPayment};
@@ -78,6 +81,42 @@ impl Server {
     }
 }
 
+impl Server {
+    /// The router of this server in the configuration `steps`: keys scoped as in
+    /// [`Scoping::Global`], records in `store`, and idem's servers run the handler after two
+    /// local steps ([`Steps::local`]) whose work is a constant, so that what the figures add
+    /// to the `global` configuration's is the runtime's cost of a step: its lease check, its
+    /// record in the store. [`Server::Bare`] cannot run steps (they need a record) and serves
+    /// the plain handler, as in every configuration.
+    ///
+    /// ```
+    /// use idem_bench::server::{Server, roomy_store};
+    ///
+    /// let app: axum::Router = Server::Layer.steps_router(roomy_store());
+    /// # drop(app);
+    /// ```
+    pub fn steps_router(self, store: impl Store) -> Router {
+        let ledger = Ledger::default();
+        let idem = || Scoping::Global.runtime(store);
+        match self {
+            Server::Bare => Router::new()
+                .route(payment::PATH, post(payment::create_payment))
+                .with_state(ledger),
+            Server::Layer => Router::new()
+                .route(payment::PATH, post(payment_in_steps))
+                .with_state(ledger)
+                .layer(IdempotencyLayer::new(
+                    idem(),
+                    Policy::new().scope(Scope::Global),
+                )),
+            Server::Attribute => Router::new()
+                .route(payment::PATH, post(global_payment_in_steps))
+                .with_state(ledger)
+                .layer(Extension(idem())),
+        }
+    }
+}
+
 /// Whose keys a request's key is among, for the idem servers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scoping {
@@ -137,6 +176,38 @@ async fn payment_of_user(State(ledger): State<Ledger>, Json(new): Json<NewPaymen
 #[idempotent(scope = "global")]
 async fn global_payment(State(ledger): State<Ledger>, Json(new): Json<NewPayment>) -> Response {
     payment::take_payment(&ledger, new)
+}
+
+/// The two steps of the `steps` configuration, then the handler's own work. Each step's
+/// output is a constant: what is measured is the runtime's work around a step.
+async fn two_steps_then_payment(
+    ledger: &Ledger,
+    steps: &mut Steps,
+    new: NewPayment,
+) -> Result<Response, StepError> {
+    let quote: u64 = steps.local("quote", || async { Ok(1) }).await?;
+    let fee: u64 = steps.local("fee", || async move { Ok(quote + 1) }).await?;
+    std::hint::black_box(fee);
+    Ok(payment::take_payment(ledger, new))
+}
+
+/// The handler of the `steps` configuration, under the layer.
+async fn payment_in_steps(
+    State(ledger): State<Ledger>,
+    mut steps: Steps,
+    Json(new): Json<NewPayment>,
+) -> Result<Response, StepError> {
+    two_steps_then_payment(&ledger, &mut steps, new).await
+}
+
+/// The handler of the `steps` configuration, annotated.
+#[idempotent(scope = "global")]
+async fn global_payment_in_steps(
+    State(ledger): State<Ledger>,
+    mut steps: Steps,
+    Json(new): Json<NewPayment>,
+) -> Result<Response, StepError> {
+    two_steps_then_payment(&ledger, &mut steps, new).await
 }
 
 impl fmt::Display for Server {

@@ -92,6 +92,32 @@ async fn idem_servers_run_a_fresh_key_once_and_replay_its_repeat() {
 }
 
 #[tokio::test]
+async fn the_steps_servers_run_a_fresh_key_once_and_replay_its_repeat() {
+    let client = Client::new();
+    for server in [Server::Layer, Server::Attribute] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port");
+        let url = format!("http://{}{}", listener.local_addr().unwrap(), payment::PATH);
+        tokio::spawn(async move {
+            axum::serve(listener, server.steps_router(roomy_store()))
+                .await
+                .expect("the server runs")
+        });
+        let first = answer(post(&client, &url, "steps-key-1").await).await;
+        let repeat = answer(post(&client, &url, "steps-key-1").await).await;
+
+        assert_eq!(first.0, StatusCode::CREATED, "{server}: {first:?}");
+        assert_eq!(first.2, None, "{server}: a fresh key is not a replay");
+        assert_eq!(
+            (repeat.0, &repeat.1, repeat.2.as_deref()),
+            (StatusCode::CREATED, &first.1, Some("true")),
+            "{server}: the repeat gets the first answer, replayed"
+        );
+    }
+}
+
+#[tokio::test]
 async fn the_user_configuration_keeps_each_callers_keys_apart() {
     let client = Client::new();
     for server in [Server::Layer, Server::Attribute] {
