@@ -211,10 +211,47 @@ pub fn key() -> String {
     )
 }
 
-/// A loopback port that was free a moment ago, for a server of the test's own.
+/// A loopback port that was free a moment ago, for a server of the test's own, below the
+/// kernel's range of ephemeral ports.
+///
+/// Below it because tests kill servers and start them again on the port they were given (a
+/// bank, a shop, a redis-server): a port of the ephemeral range may be taken meanwhile as the
+/// local port of an outgoing connection (to PostgreSQL, say), and the restart then fails with
+/// "Address already in use". The kernel gives outgoing connections ports of its range only. A
+/// port is handed out once per test binary, so two servers of one run never get the same one.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+    use std::{
+        collections::BTreeSet,
+        hash::{BuildHasher, RandomState},
+        net::TcpListener,
+        sync::Mutex,
+    };
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    /// Above the ports services listen on by default (PostgreSQL, Redis, MySQL, NATS, AMQP).
+    const FLOOR: u16 = 10_000;
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if ephemeral_from > FLOOR + 1_000 {
+        let random = RandomState::new();
+        for attempt in 0_u32..10_000 {
+            let port =
+                FLOOR + (random.hash_one(attempt) % u64::from(ephemeral_from - FLOOR)) as u16;
+            if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                handed_out.insert(port);
+                return port;
+            }
+        }
+    }
+    // No room below the ephemeral range on this machine: one of the range, as the kernel picks.
+    let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free loopback port")
-        .port()
+        .port();
+    handed_out.insert(port);
+    port
 }
