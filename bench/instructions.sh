@@ -13,7 +13,11 @@
 # --profile shows where the instructions of one path go: callgrind collects inside the measured
 # loop only, and callgrind_annotate lists the top functions, inclusive and then self, in
 # instructions per request (defaults: layer-first full 5000 4000). PATH is bare,
-# layer-first, attribute-first, layer-replay or attribute-replay; STORE is roomy or full.
+# layer-first, attribute-first, layer-replay, attribute-replay, layer-steps-first or
+# attribute-steps-first; STORE is roomy or full.
+#
+# The steps paths are bench/run.sh's configuration `steps`: the handler after two local steps,
+# keys always global. Compare them with the first requests of a run with BENCH_CONFIG=global.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -88,13 +92,18 @@ rows=(
   "layer-replay full"
   "attribute-replay roomy"
   "attribute-replay full"
+  "layer-steps-first roomy"
+  "attribute-steps-first roomy"
 )
 
 total_ir() { awk '/^summary:/ { print $2 }' "$1"; }
-# SHA-256's compression function (idem-protocol's, never inlined), inclusive.
+# SHA-256's compression function, inclusive: idem-protocol's (never inlined; in the module
+# sha256::portable since the feature sha2 can put sha2 in its place), or sha2's in the commits
+# before idem had its own, so that the script also counts those (compress256 calls the
+# portable one valgrind runs).
 sha_ir() {
   callgrind_annotate --inclusive=yes "$1" |
-    awk '/idem_protocol::sha256::compress/ { ir = $1; gsub(/,/, "", ir); if (ir + 0 > max) max = ir + 0 }
+    awk '/idem_protocol::sha256::(portable::)?compress|sha2::sha256::(compress256|soft::[a-z_:]*compress)/ { ir = $1; gsub(/,/, "", ir); if (ir + 0 > max) max = ir + 0 }
          END { print max + 0 }'
 }
 field() { # name file: the value of name=value in the driver's output
@@ -127,7 +136,8 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo
 echo "## Instructions per request, $started"
 echo
-echo "callgrind ($(valgrind --version)), requests $short and $long, store bound $bound records;" \
+echo "callgrind ($(valgrind --version)), requests $short and $long, store bound $bound records," \
+  "keys ${BENCH_CONFIG:-user} (the steps paths: global);" \
   "load average (1, 5, 15 min): $load_start at start, $load_end at end."
 echo
 awk -v d="$((long - short))" '

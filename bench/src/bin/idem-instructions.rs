@@ -5,7 +5,9 @@
 //! `idem-instructions PATH STORE REQUESTS [BOUND]`
 //!
 //! - PATH: `bare` (the handler alone), `layer-first` / `attribute-first` (a fresh key per
-//!   request) or `layer-replay` / `attribute-replay` (one stored key, replayed);
+//!   request), `layer-replay` / `attribute-replay` (one stored key, replayed), or
+//!   `layer-steps-first` / `attribute-steps-first` (a fresh key per request, the handler after
+//!   two local steps: `bench/run.sh`'s configuration `steps`, whose keys are always global);
 //! - STORE: `roomy` (room for every key) or `full` (bounded at BOUND records, default 4,000,
 //!   and filled past its bound before the loop, so each new record evicts one); ignored by
 //!   `bare`;
@@ -50,6 +52,7 @@ const WARM_UP: u64 = 500;
 
 const USAGE: &str = "usage: idem-instructions PATH STORE REQUESTS [BOUND]
   PATH:  bare | layer-first | attribute-first | layer-replay | attribute-replay
+         | layer-steps-first | attribute-steps-first
   STORE: roomy | full (bounded at BOUND records, default 4000, and filled past it)";
 
 /// What a request of the loop is.
@@ -65,6 +68,8 @@ enum Kind {
 struct Args {
     server: Server,
     kind: Kind,
+    /// The handler runs after two local steps ([`Server::steps_router`]).
+    steps: bool,
     full: bool,
     requests: u64,
     bound: u64,
@@ -76,12 +81,14 @@ impl Args {
         let [path, store, requests, rest @ ..] = args.as_slice() else {
             return Err(USAGE.to_owned());
         };
-        let (server, kind) = match path.as_str() {
-            "bare" => (Server::Bare, Kind::First),
-            "layer-first" => (Server::Layer, Kind::First),
-            "attribute-first" => (Server::Attribute, Kind::First),
-            "layer-replay" => (Server::Layer, Kind::Replay),
-            "attribute-replay" => (Server::Attribute, Kind::Replay),
+        let (server, kind, steps) = match path.as_str() {
+            "bare" => (Server::Bare, Kind::First, false),
+            "layer-first" => (Server::Layer, Kind::First, false),
+            "attribute-first" => (Server::Attribute, Kind::First, false),
+            "layer-replay" => (Server::Layer, Kind::Replay, false),
+            "attribute-replay" => (Server::Attribute, Kind::Replay, false),
+            "layer-steps-first" => (Server::Layer, Kind::First, true),
+            "attribute-steps-first" => (Server::Attribute, Kind::First, true),
             other => return Err(format!("unknown path `{other}`\n{USAGE}")),
         };
         let full = match store.as_str() {
@@ -96,6 +103,7 @@ impl Args {
         Ok(Self {
             server,
             kind,
+            steps,
             full,
             requests: number(requests)?,
             bound: rest.first().map_or(Ok(4_000), |bound| number(bound))?,
@@ -201,8 +209,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(name) => name.parse()?,
         Err(_) => Scoping::User,
     };
+    let app = if args.steps {
+        args.server.steps_router(store)
+    } else {
+        args.server.router(scoping, store)
+    };
     let mut client = Client {
-        app: args.server.router(scoping, store),
+        app,
         server: args.server,
         next_key: 0,
     };
