@@ -97,10 +97,8 @@ rows=(
 )
 
 total_ir() { awk '/^summary:/ { print $2 }' "$1"; }
-# SHA-256's compression function, inclusive: idem-protocol's (never inlined; in the module
-# sha256::portable since the feature sha2 can put sha2 in its place), or sha2's in the commits
-# before idem had its own, so that the script also counts those (compress256 calls the
-# portable one valgrind runs).
+# SHA-256's compression function, inclusive: idem-protocol's (`sha256::portable::compress`,
+# never inlined) or, in the commits before idem had its own SHA-256, sha2's (`compress256`).
 sha_ir() {
   callgrind_annotate --inclusive=yes "$1" |
     awk '/idem_protocol::sha256::(portable::)?compress|sha2::sha256::(compress256|soft::[a-z_:]*compress)/ { ir = $1; gsub(/,/, "", ir); if (ir + 0 > max) max = ir + 0 }
